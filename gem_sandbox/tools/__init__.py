@@ -1,0 +1,1 @@
+"""Tools an env exposes to the model: Python, shell, search, calculator."""
