@@ -1,0 +1,78 @@
+"""The agent wire protocol, version 1 (standard library only; runs on Python >= 3.8).
+
+One long-lived byte stream per sandbox carries frames both ways::
+
+    frame   = u32 length (big-endian) of what follows, then:
+              u32 header length H, H bytes of UTF-8 JSON header, then the binary payload
+
+A request header is ``{"id": <int > 0>, "op": <str>, ...arguments}``. The agent answers each
+request with exactly one response frame carrying the same ``id``, in any order (several
+requests may be in flight): ``{"id", "ok": true, ...}`` or
+``{"id", "ok": false, "error": {"type": <str>, "message": <str>}}``. On start the agent sends
+one unsolicited ``{"id": 0, "op": "hello", "version": 1, ...}`` frame when it is ready.
+
+Binary payloads are never base64'd: a run's stdout and stderr travel as one payload whose split
+is given by ``stdout_len`` in the header; files travel as an uncompressed tar stream.
+
+Operations (arguments -> response fields; payloads in brackets):
+
+``ping`` -> ``{}``
+``run`` language, code, [stdin], timeout, env, cwd, limits -> result
+``kernel_exec`` kernel, code, timeout, limits -> result (namespace persists per ``kernel``)
+``kernel_restart`` kernel -> ``{}``
+``shell`` session, command, timeout -> result (cwd and exports persist per ``session``)
+``shell_close`` session -> ``{}``
+``write_files`` [tar] -> ``{"written": [paths]}``
+``read_files`` paths -> ``{"missing": [paths]}`` [tar]
+``reset`` -> ``{"killed": n}`` (then verified: no user process, empty work and tmp dirs)
+``stats`` -> ``{"processes", "kernels", "shells", "runs_total", "rss_kb", "uptime_s"}``
+``shutdown`` -> ``{}`` then the agent exits
+
+A *result* header holds ``status`` (see ``STATUSES``), ``exit_code``, ``signal``,
+``stdout_bytes``, ``stderr_bytes`` (bytes written, before capping), ``stdout_len`` (bytes of
+stdout in this payload), ``truncated``, ``duration_ms`` and ``cpu_ms``.
+"""
+
+import json
+import struct
+
+VERSION = 1
+MAX_FRAME = 64 * 1024 * 1024
+STATUSES = ("ok", "error", "timeout", "oom", "output_limit", "killed", "infra_error")
+
+_U32 = struct.Struct(">I")
+
+
+class FrameError(ValueError):
+    """Bytes on the stream do not form a valid frame."""
+
+
+def encode(header, payload=b""):
+    """One frame as bytes."""
+    head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    body_len = 4 + len(head) + len(payload)
+    if body_len > MAX_FRAME:
+        raise FrameError("frame of %d bytes exceeds the %d byte limit" % (body_len, MAX_FRAME))
+    return b"".join((_U32.pack(body_len), _U32.pack(len(head)), head, payload))
+
+
+def frame_length(prefix):
+    """The body length announced by a 4-byte prefix."""
+    (length,) = _U32.unpack(prefix)
+    if length < 4 or length > MAX_FRAME:
+        raise FrameError("bad frame length %d" % length)
+    return length
+
+
+def decode_body(body):
+    """``(header, payload)`` from a frame body (everything after the length prefix)."""
+    (head_len,) = _U32.unpack_from(body)
+    if head_len > len(body) - 4:
+        raise FrameError("header length %d overruns a %d byte frame" % (head_len, len(body)))
+    try:
+        header = json.loads(body[4 : 4 + head_len].decode("utf-8"))
+    except ValueError as exc:
+        raise FrameError("header is not JSON: %s" % exc)
+    if not isinstance(header, dict) or not isinstance(header.get("id"), int):
+        raise FrameError("header must be an object with an integer id")
+    return header, bytes(body[4 + head_len :])

@@ -1,0 +1,1 @@
+"""Sandboxes: the API, the pool, and the backends that run them."""

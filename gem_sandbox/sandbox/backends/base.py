@@ -1,0 +1,65 @@
+"""What a backend provides: a running box with the agent started, and a way to kill it.
+
+Backends know how to start an isolated environment (a bubblewrap child, a Docker container,
+an e2b sandbox) and attach to the agent inside it. Everything above the byte stream (the
+protocol, runs, files, resets) is shared and lives in :mod:`gem_sandbox.sandbox.client`.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from anyio.abc import ByteStream
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Resource limits and identity for one sandbox. Backends map each field to their own
+    mechanism (cgroups for Docker, rlimits and tmpfs sizes for bubblewrap)."""
+
+    memory_mb: int = 1024  # whole-sandbox memory (Docker: mem_limit == memswap_limit)
+    cpus: float = 1.0  # CPU quota (Docker: nano_cpus); thread-count variables follow it
+    pids: int = 256  # processes in the sandbox (Docker: pids_limit; local: RLIMIT_NPROC)
+    workdir_mb: int = 256  # size of the work dir tmpfs
+    tmp_mb: int = 64  # size of /tmp tmpfs
+    labels: dict[str, str] = field(default_factory=dict)  # backend metadata for reaping
+    image: str | None = None  # backend-specific image/template name; None = backend default
+
+
+class Box(abc.ABC):
+    """A running sandbox whose agent is started and connected."""
+
+    id: str
+    stream: ByteStream  # to and from the agent; the client speaks the protocol on it
+
+    @abc.abstractmethod
+    async def kill(self) -> None:
+        """Tear the sandbox down now. Idempotent; never raises for one already gone."""
+
+    async def exit_reason(self) -> str | None:
+        """Why the box died, when it did and the backend can tell (e.g. "OOMKilled")."""
+        return None
+
+
+class Backend(abc.ABC):
+    """Starts boxes. One instance may serve many pools."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    @abc.abstractmethod
+    def check(cls) -> str | None:
+        """``None`` when this backend can run here, else what is missing and how to fix it."""
+
+    @abc.abstractmethod
+    async def launch(self, spec: SandboxSpec) -> Box:
+        """Start a sandbox and its agent; return once the agent's stream is attached."""
+
+    async def reap_orphans(self, pool_label: str | None = None) -> int:
+        """Remove sandboxes left by owners that died; return how many were removed."""
+        return 0
+
+    async def aclose(self) -> None:
+        """Release backend-wide resources (API clients). Boxes are killed by their owners."""

@@ -1,0 +1,56 @@
+"""Typed errors. Each message says what happened and what to do about it.
+
+Failures of the *code under test* are never raised: they come back as an
+:class:`~gem_sandbox.sandbox.result.ExecResult` status. These exceptions are for mistakes
+of the caller and for sandboxes that cannot be had.
+"""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Base of every gem-sandbox error."""
+
+
+class SandboxUnavailable(SandboxError):
+    """No sandbox could be started or leased (backend missing, daemon down, pool closed)."""
+
+
+class BackendNotAvailable(SandboxUnavailable):
+    """The chosen backend cannot run on this machine (e.g. no ``bwrap``, no Docker daemon)."""
+
+
+class AcquireTimeout(SandboxUnavailable, TimeoutError):
+    """Every sandbox stayed busy until the acquire deadline; raise ``max_size`` or wait longer."""
+
+
+class PoolClosed(SandboxUnavailable):
+    """The pool was shut down."""
+
+
+class SandboxCrashed(SandboxError):
+    """The sandbox or its agent died; the pool replaces it. Runs report this as infra_error."""
+
+
+class ProtocolError(SandboxCrashed):
+    """The agent sent something that is not a valid frame; the connection is unusable."""
+
+
+class UnsupportedLanguage(SandboxError, ValueError):
+    """The requested language has no runtime in this sandbox."""
+
+
+class UnsafePath(SandboxError, ValueError):
+    """A file path is absolute, climbs out with ``..``, or names a link or device."""
+
+
+class FileTransferError(SandboxError):
+    """Files could not be written or read (missing file, too large, not a regular file)."""
+
+
+class AgentError(SandboxError):
+    """The agent refused a request; ``kind`` is the agent's error type."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind

@@ -1,0 +1,58 @@
+"""What every run returns: :class:`ExecResult` and its :class:`Status`."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    """How a run ended. ``INFRA_ERROR`` means the sandbox failed, not the code: trainers mask
+    it instead of scoring it zero."""
+
+    OK = "ok"  # exited 0
+    ERROR = "error"  # exited non-zero or raised
+    TIMEOUT = "timeout"  # hit its wall-clock deadline; the whole process tree was killed
+    OOM = "oom"  # hit its memory limit
+    OUTPUT_LIMIT = "output_limit"  # printed more than the cap; head and tail are kept
+    KILLED = "killed"  # ended by a signal it did not send itself (not timeout or oom)
+    INFRA_ERROR = "infra_error"  # the sandbox, agent or daemon failed
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    status: Status
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_bytes: int = 0  # bytes the program wrote, including any cut from the middle
+    stderr_bytes: int = 0
+    truncated: bool = False
+    duration_ms: float = 0.0
+    cpu_ms: float = 0.0
+    signal: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    @classmethod
+    def infra_error(cls, message: str, duration_ms: float = 0.0) -> ExecResult:
+        return cls(Status.INFRA_ERROR, stderr=message, duration_ms=duration_ms)
+
+    @classmethod
+    def from_wire(cls, header: dict[str, Any], stdout: bytes, stderr: bytes) -> ExecResult:
+        """Build from an agent's result header and its two output payloads."""
+        return cls(
+            status=Status(header["status"]),
+            exit_code=header.get("exit_code"),
+            stdout=stdout.decode("utf-8", errors="replace"),
+            stderr=stderr.decode("utf-8", errors="replace"),
+            stdout_bytes=header.get("stdout_bytes", len(stdout)),
+            stderr_bytes=header.get("stderr_bytes", len(stderr)),
+            truncated=header.get("truncated", False),
+            duration_ms=header.get("duration_ms", 0.0),
+            cpu_ms=header.get("cpu_ms", 0.0),
+            signal=header.get("signal"),
+        )
