@@ -1,0 +1,125 @@
+"""What every text game shares: GEM's reward constants and the turn loop around one move."""
+
+from __future__ import annotations
+
+from abc import ABCMeta, abstractmethod
+from typing import Any, ClassVar, Generic, TypeVar, cast
+
+from gem_sandbox.core import Env, ResetReturn, StepReturn
+from gem_sandbox.utils.parsing import boxed_answers
+
+Move = TypeVar("Move")
+
+#: What a move leads to: (observation, reward, whether the game is now won or lost).
+Outcome = tuple[str, float, bool]
+
+
+class GameReward:
+    """GEM's ``LanguageGameReward``: the rewards every game gives for the common outcomes."""
+
+    SUCCESS = 1.0  # the game is won
+    INTERNAL_STEP = 0.0  # a legal move that does not end the game
+    FAIL = 0.0  # the game is lost, e.g. a mine is revealed
+    INVALID_ACTION = 0.0  # a well-formed but illegal move; it still costs a turn
+    FORMAT_ERROR = -0.1  # no parseable move in the action; ends the episode
+
+
+def fixed(*settings: int | None) -> tuple[int, ...] | None:
+    """``settings``, or None when any is left out (GEM's ``-random`` variants draw them anew)."""
+    return None if None in settings else cast(tuple[int, ...], settings)
+
+
+def invalid(obs: str) -> Outcome:
+    """A well-formed move that the rules forbid: it earns nothing and the game goes on."""
+    return obs, GameReward.INVALID_ACTION, False
+
+
+def ongoing(obs: str, reward: float = GameReward.INTERNAL_STEP) -> Outcome:
+    """A legal move after which the game goes on."""
+    return obs, reward, False
+
+
+def game_over(obs: str, reward: float) -> Outcome:
+    """A move that wins or loses the game."""
+    return obs, reward, True
+
+
+class TextGame(Env[str, str], Generic[Move], metaclass=ABCMeta):
+    """A turn-based game played with ``\\boxed{...}`` moves, following GEM's episode rules.
+
+    Every step costs a turn. An action without a parseable move ends the episode with
+    :attr:`GameReward.FORMAT_ERROR`; a move that wins or loses ends it (terminated, not
+    truncated); otherwise the episode is cut at ``max_turns`` (terminated *and* truncated, as
+    GEM reports it) with :meth:`timeout_reward`. Subclasses implement the game itself:
+    :meth:`new_game`, :meth:`parse_move`, :meth:`play` and the texts.
+    """
+
+    blocking = False
+
+    #: An example move, quoted to the agent when its action cannot be parsed.
+    action_format: ClassVar[str]
+
+    max_turns: int
+    turn_count: int
+
+    def reset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
+        self.seed_rng(seed)
+        self.turn_count = 0
+        self.new_game()
+        return self.instructions(), self._info()
+
+    def step(self, action: str) -> StepReturn:
+        self.turn_count += 1
+        move = self._parse(action)
+        if move is None:
+            obs = (
+                f"At turn {self.turn_count}, you did not provide a valid move. "
+                f"Put your move in \\boxed{{}}, for example {self.action_format}."
+            )
+            out_of_turns = self.turn_count == self.max_turns
+            return obs, GameReward.FORMAT_ERROR, True, out_of_turns, self._info()
+        obs, reward, ended = self.play(move)
+        if ended:
+            return obs, reward, True, False, self._info()
+        if self.turn_count >= self.max_turns:
+            obs = "You have reached the maximum number of turns."
+            return obs, self.timeout_reward(move, reward), True, True, self._info()
+        return obs, reward, False, False, self._info()
+
+    def _parse(self, action: str) -> Move | None:
+        """The last boxed answer that is a move, like GEM's last regex match."""
+        answers = boxed_answers(action) if isinstance(action, str) else []
+        for answer in reversed(answers):
+            move = self.parse_move(answer.strip())
+            if move is not None:
+                return move
+        return None
+
+    def _info(self) -> dict[str, Any]:
+        # GEM's observation wrappers append ``suffix`` (the current board) to the observation.
+        return {"suffix": self.suffix()}
+
+    # -- the game ----------------------------------------------------------------------
+    @abstractmethod
+    def new_game(self) -> None:
+        """Draw a new episode (and the ``-random`` variants' settings) from ``self.rng``."""
+
+    @abstractmethod
+    def parse_move(self, answer: str) -> Move | None:
+        """The move written in one boxed answer, or None when it is not a move at all."""
+
+    @abstractmethod
+    def play(self, move: Move) -> Outcome:
+        """Apply ``move``; see :func:`invalid`, :func:`ongoing` and :func:`game_over`."""
+
+    def timeout_reward(self, move: Move, reward: float) -> float:
+        """The reward of the last step when the turns run out; some games give partial credit."""
+        return reward
+
+    @abstractmethod
+    def instructions(self) -> str:
+        """The rules, returned by :meth:`reset` as the first observation."""
+
+    @abstractmethod
+    def suffix(self) -> str:
+        """The current board (if any) and the prompt for the next move."""
