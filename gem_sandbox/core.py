@@ -95,6 +95,12 @@ class Env(Generic[ObsType, ActType]):
             return fn(*args, **kwargs)
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
+    @property
+    def suspends(self) -> bool:
+        """Whether the async face can suspend (awaits I/O or a worker thread). Vector envs call
+        envs that cannot inline, one after another, instead of paying for a task each."""
+        return self.blocking or _overrides(self, "astep") or _overrides(self, "areset")
+
     # -- helpers -----------------------------------------------------------------------
     def seed_rng(self, seed: int | None) -> None:
         """Reseed this env's generator; ``reset`` implementations call it with their seed."""
@@ -162,6 +168,10 @@ class EnvWrapper(Env[ObsType, ActType]):
     @property
     def blocking(self) -> bool:  # type: ignore[override]
         return self.env.blocking
+
+    @property
+    def suspends(self) -> bool:
+        return self.env.suspends
 
     @property
     def unwrapped(self) -> Env:

@@ -17,8 +17,7 @@ and the rest of the batch is unaffected.
 from __future__ import annotations
 
 import enum
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -80,7 +79,7 @@ class VectorEnv:
             raise ValueError(f"env_kwargs has {len(env_kwargs)} entries for {self.num_envs} envs")
         per_env = [{**kwargs, **(env_kwargs[i] if env_kwargs else {})} for i in range(self.num_envs)]
         results = await self._gather(
-            [lambda i=i: self._reset_one(i, seeds[i], per_env[i]) for i in range(self.num_envs)]
+            range(self.num_envs), lambda i: self._reset_one(i, seeds[i], per_env[i])
         )
         return [obs for obs, _ in results], [info for _, info in results]
 
@@ -98,7 +97,7 @@ class VectorEnv:
             if len(actions) != self.num_envs:
                 raise ValueError(f"got {len(actions)} actions for {self.num_envs} envs")
             indices = list(range(self.num_envs))
-        results = await self._gather([lambda i=i: self._step_one(i, actions[i]) for i in indices])
+        results = await self._gather(indices, lambda i: self._step_one(i, actions[i]))
         obs, rewards, terminated, truncated, infos = zip(*results)
         return (
             list(obs),
@@ -109,7 +108,7 @@ class VectorEnv:
         )
 
     async def aclose(self) -> None:
-        await self._gather([env.aclose for env in self.envs])
+        await self._gather(range(self.num_envs), lambda i: self.envs[i].aclose())
 
     # -- sync face ---------------------------------------------------------------------
     def reset(self, seed: int | Sequence[int | None] | None = None, **kwargs: Any):
@@ -164,27 +163,33 @@ class VectorEnv:
         self._needs_reset[i] = True
         return obs, 0.0, True, info.get("error_type") == "timeout", info
 
-    async def _guarded(self, call: Any) -> Any:
+    async def _guarded(self, call: Awaitable[Any]) -> Any:
         """Await ``call`` under the step timeout; failures become ``("", {"error": ...})``."""
         try:
-            with anyio.fail_after(self.step_timeout if self.step_timeout else math.inf):
+            if self.step_timeout is None:
+                return await call
+            with anyio.fail_after(self.step_timeout):
                 return await call
         except TimeoutError:
             return "", {"error": f"timed out after {self.step_timeout} s", "error_type": "timeout"}
         except Exception as exc:  # isolation: one env's bug must not end the batch
             return "", {"error": f"{type(exc).__name__}: {exc}", "error_type": "exception"}
 
-    async def _gather(self, calls: Sequence[Any]) -> list[Any]:
-        if not self.concurrent:
-            return [await call() for call in calls]
-        results: list[Any] = [None] * len(calls)
+    async def _gather(self, indices: Iterable[int], call: Callable[[int], Awaitable[Any]]) -> list[Any]:
+        """``[await call(i) for i in indices]``; concurrently in the async vector env, where
+        envs that never suspend run inline since a task each would only add overhead."""
+        indices = list(indices)
+        results: list[Any] = [None] * len(indices)
 
         async def one(k: int) -> None:
-            results[k] = await calls[k]()
+            results[k] = await call(indices[k])
 
         async with anyio.create_task_group() as tg:
-            for k in range(len(calls)):
-                tg.start_soon(one, k)
+            for k, i in enumerate(indices):
+                if self.concurrent and self.envs[i].suspends:
+                    tg.start_soon(one, k)
+                else:
+                    await one(k)
         return results
 
     def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:

@@ -42,6 +42,10 @@ class ToolEnvWrapper(EnvWrapper):
     def blocking(self) -> bool:  # type: ignore[override]
         return False  # the async face is native; sync callers go through the shared loop
 
+    @property
+    def suspends(self) -> bool:  # type: ignore[override]
+        return True  # tools wait on sandboxes
+
     def instruction_string(self) -> str:
         lines = "\n".join(tool.instruction_string() for tool in self.tools)
         return f"Available tools:\n{lines}" if len(self.tools) > 1 else lines
