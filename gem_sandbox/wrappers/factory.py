@@ -12,6 +12,7 @@ from typing import Any
 
 from gem_sandbox.core import Env
 from gem_sandbox.tools.calculator import CalculatorTool
+from gem_sandbox.tools.search import SearchTool
 from gem_sandbox.wrappers.episode_tracking import EpisodeTrackingWrapper
 from gem_sandbox.wrappers.observation import ObservationWrapper
 from gem_sandbox.wrappers.tool_env import ToolEnvWrapper
@@ -21,6 +22,12 @@ WrapperFn = Callable[[Env], Env]
 WRAPPER_FACTORY: dict[str, Callable[..., Env]] = {
     "calculator_tool": partial(
         ToolEnvWrapper, tools=[CalculatorTool()], tool_reward=0.05, tool_success_reward=0.25, max_tool_uses=5
+    ),
+    "search_tool": partial(
+        ToolEnvWrapper, tools=[SearchTool(topk=3, timeout=5)], tool_reward=0.3, tool_success_reward=0.0, max_tool_uses=5
+    ),
+    "search_tool_no_int_reward": partial(
+        ToolEnvWrapper, tools=[SearchTool(topk=3, timeout=5)], tool_reward=0.0, tool_success_reward=0.0, max_tool_uses=5
     ),
     "concat": partial(ObservationWrapper, include_action=False, include_chat_template=False),
     "concat_with_action": partial(ObservationWrapper, include_action=True, include_chat_template=False),
