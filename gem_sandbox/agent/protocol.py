@@ -8,8 +8,11 @@ One long-lived byte stream per sandbox carries frames both ways::
 A request header is ``{"id": <int > 0>, "op": <str>, ...arguments}``. The agent answers each
 request with exactly one response frame carrying the same ``id``, in any order (several
 requests may be in flight): ``{"id", "ok": true, ...}`` or
-``{"id", "ok": false, "error": {"type": <str>, "message": <str>}}``. On start the agent sends
-one unsolicited ``{"id": 0, "op": "hello", "version": 1, ...}`` frame when it is ready.
+``{"id", "ok": false, "error": {"type": <str>, "message": <str>}}`` with a type from
+``ERRORS``. On start the agent sends one unsolicited ``{"id": 0, "op": "hello", ...}`` frame
+when it is ready, with ``version``, ``pid``, ``python`` (its version), ``languages``,
+``features``, ``isolation`` (``"uid"``: each run has its own uid; ``"token"``: the agent is
+not root, runs share its uid), ``workdir`` and ``tmpdir``.
 
 Binary payloads are never base64'd: a run's stdout and stderr travel as one payload whose split
 is given by ``stdout_len`` in the header; files travel as an uncompressed tar stream.
@@ -17,20 +20,28 @@ is given by ``stdout_len`` in the header; files travel as an uncompressed tar st
 Operations (arguments -> response fields; payloads in brackets):
 
 ``ping`` -> ``{}``
-``run`` language, code, [stdin], timeout, env, cwd, limits -> result
-``kernel_exec`` kernel, code, timeout, limits -> result (namespace persists per ``kernel``)
+``run`` language, code, stdin (true: the payload is its stdin), timeout, env, cwd, limits
+    [stdin] -> result
+``kernel_exec`` kernel, code, timeout, limits -> result (namespace persists per ``kernel``;
+    ``limits`` bound the kernel process when it starts and each command's output)
 ``kernel_restart`` kernel -> ``{}``
-``shell`` session, command, timeout -> result (cwd and exports persist per ``session``)
+``shell`` session, command, timeout, limits -> result (cwd and exports persist per
+    ``session``)
 ``shell_close`` session -> ``{}``
-``write_files`` [tar] -> ``{"written": [paths]}``
+``write_files`` dest [tar] -> ``{"written": [paths]}``
 ``read_files`` paths -> ``{"missing": [paths]}`` [tar]
 ``reset`` -> ``{"killed": n}`` (then verified: no user process, empty work and tmp dirs)
-``stats`` -> ``{"processes", "kernels", "shells", "runs_total", "rss_kb", "uptime_s"}``
+``stats`` -> ``{"processes": n, "kernels": [names], "shells": [names], "runs_total",
+    "rss_kb", "uptime_s"}``
 ``shutdown`` -> ``{}`` then the agent exits
 
-A *result* header holds ``status`` (see ``STATUSES``), ``exit_code``, ``signal``,
-``stdout_bytes``, ``stderr_bytes`` (bytes written, before capping), ``stdout_len`` (bytes of
-stdout in this payload), ``truncated``, ``duration_ms`` and ``cpu_ms``.
+Paths are relative to the work dir. ``limits`` is the host's ``RunLimits`` as a dict;
+``timeout`` is in seconds (default 10).
+
+A *result* header holds ``status`` (see ``STATUSES``), ``exit_code`` (``-N`` for death by
+signal N), ``signal``, ``stdout_bytes``, ``stderr_bytes`` (bytes written, before capping),
+``stdout_len`` (bytes of stdout in this payload), ``truncated``, ``duration_ms`` and
+``cpu_ms``.
 """
 
 import json
@@ -39,12 +50,33 @@ import struct
 VERSION = 1
 MAX_FRAME = 64 * 1024 * 1024
 STATUSES = ("ok", "error", "timeout", "oom", "output_limit", "killed", "infra_error")
+ERRORS = (
+    "bad_request",
+    "unknown_op",
+    "unsupported_language",
+    "unsafe_path",
+    "file_error",
+    "busy",
+    "reset_failed",
+    "internal",
+)
 
 _U32 = struct.Struct(">I")
 
 
 class FrameError(ValueError):
     """Bytes on the stream do not form a valid frame."""
+
+
+class Refused(Exception):
+    """The agent declines a request: becomes an error response of type ``kind``."""
+
+    def __init__(self, kind, message):
+        Exception.__init__(self, message)
+        self.kind = kind
+
+    def error(self):
+        return {"type": self.kind, "message": str(self)}
 
 
 def encode(header, payload=b""):
@@ -72,7 +104,7 @@ def decode_body(body):
     try:
         header = json.loads(body[4 : 4 + head_len].decode("utf-8"))
     except ValueError as exc:
-        raise FrameError("header is not JSON: %s" % exc)
+        raise FrameError("header is not JSON: %s" % exc) from None
     if not isinstance(header, dict) or not isinstance(header.get("id"), int):
         raise FrameError("header must be an object with an integer id")
     return header, bytes(body[4 + head_len :])

@@ -1,0 +1,22 @@
+"""``python3 -m gem_agent``: parse the options and serve the protocol until told to stop."""
+
+import asyncio
+import logging
+import sys
+
+from .config import parse_args
+from .server import serve
+
+
+def main(argv=None):
+    config = parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=config.log_level.upper(),
+        format="gem-agent %(levelname)s %(message)s",
+    )
+    asyncio.run(serve(config))
+
+
+if __name__ == "__main__":
+    main()

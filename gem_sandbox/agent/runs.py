@@ -1,0 +1,251 @@
+"""The ``run`` op: one program in a fresh child of its own tenant, watched until it ends.
+
+A run ends when its main process has exited (output its leftovers still write is collected for
+up to ``LINGER`` seconds, so a forgotten background job cannot hold the run open until its
+deadline), when its deadline passes, or when it floods past the output ceiling. Then every
+process of its tenant is killed, so nothing it started outlives it, and its uid goes back to
+the pool.
+"""
+
+import asyncio
+import os
+import signal
+
+from . import children, files, results
+from .children import Child
+from .limits import Limits
+from .pipes import Capture, PipeReader, PipeWriter
+from .protocol import Refused
+
+SETTLE = 1.0  # seconds for pipes and exit statuses to settle after the final kill
+LINGER = 0.1  # seconds to keep reading output after the main process exited
+FORK_RETRY = 2.0  # seconds to retry a fork that failed for want of a free process slot
+
+
+def timeout_of(header, default=10.0):
+    timeout = header.get("timeout")
+    if timeout is None:
+        return default
+    if not isinstance(timeout, (int, float)) or not 0 < timeout < 86400:
+        raise Refused("bad_request", "timeout must be a positive number of seconds")
+    return float(timeout)
+
+
+class Runner:
+    """Runs programs; keeps one child prepared ahead (see :mod:`.children`)."""
+
+    def __init__(self, loop, config, reaper, tenants, workspace, programs):
+        self.loop = loop
+        self.config = config
+        self.reaper = reaper
+        self.tenants = tenants
+        self.workspace = workspace
+        self.programs = programs  # {"bash": "/usr/bin/bash", "cpp": "/usr/bin/g++"} as found
+        self.languages = ["python"] + [lang for lang in ("bash", "cpp") if lang in programs]
+        self.spare = None  # a _Prepared child, ready for the next run
+        self.stopped = False
+        self.runs_total = 0
+        self.generation = 0  # bumped by a reset: runs it killed report "killed"
+
+    async def run(self, header, stdin):
+        language = header.get("language", "python")
+        if language not in self.languages:
+            raise Refused(
+                "unsupported_language",
+                "%r cannot run in this sandbox; it has %s" % (language, ", ".join(self.languages)),
+            )
+        code = header.get("code")
+        if not isinstance(code, str):
+            raise Refused("bad_request", "code must be a string")
+        timeout = timeout_of(header)
+        nproc = self.config.nproc if self.tenants.uid_mode else None
+        limits = Limits(header.get("limits"), timeout, self.config.memory_mb, nproc)
+        cwd = self.workspace.resolve_cwd(header.get("cwd"))
+        tenant = self.tenants.acquire()
+        scratch = os.path.join(self.workspace.tmpdir, ".gem-run-" + tenant.token)
+        gone = None
+        try:
+            env = self.workspace.env(header.get("env"), self.tenants.environment(tenant))
+            orders = dict(self._orders(language, code, scratch), cwd=cwd, env=env)
+            self.runs_total += 1
+            given = stdin if header.get("stdin") else None
+            fields, payload, gone = await self._watch(orders, tenant, limits, given, timeout)
+            return fields, payload
+        finally:
+            if gone is None:
+                gone = await self.tenants.kill(tenant)
+            self.tenants.release(tenant, clean=gone)
+            if language != "python":
+                files.remove_tree(scratch)
+            self.loop.call_soon(self.prepare_spare)
+
+    def prepare_spare(self):
+        if self.spare is None and not self.stopped:
+            try:
+                self.spare = _Prepared(self.loop, self.reaper)
+            except BlockingIOError:  # the process limit is full; the next run forks its own
+                return
+            self.tenants.exempt.add(self.spare.child.pid)
+
+    def discard_spare(self):
+        self.stopped = True
+        if self.spare is not None:
+            self.spare.child.discard()
+            self.spare.close()
+            self.spare = None
+
+    async def _take_child(self):
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            self.tenants.exempt.discard(spare.child.pid)
+            if not spare.child.exited.done():
+                return spare
+            spare.close()
+        # Right after a fork bomb is killed its zombies may still fill the pids cgroup until
+        # init reaps them: a failed fork is retried for a moment before the run is refused.
+        deadline = self.loop.time() + FORK_RETRY
+        while True:
+            try:
+                return _Prepared(self.loop, self.reaper)
+            except BlockingIOError:
+                if self.loop.time() > deadline:
+                    raise Refused("busy", "no room for another process in this sandbox (pids limit)")
+                await asyncio.sleep(0.02)
+
+    def _orders(self, language, code, scratch):
+        if language == "python":
+            return {"program": "python", "code": code}
+        if language == "bash":
+            return {
+                "program": "exec",
+                "note": True,
+                "scratch": scratch,
+                "files": {"main.sh": code},
+                "argv": [self.programs["bash"], os.path.join(scratch, "main.sh")],
+            }
+        source, binary = os.path.join(scratch, "main.cpp"), os.path.join(scratch, "main")
+        return {
+            "program": "exec",
+            "note": True,
+            "scratch": scratch,
+            "files": {"main.cpp": code},
+            "before": [[self.programs["cpp"], "-O2", "-std=c++17", "-o", binary, source]],
+            "argv": [binary],
+        }
+
+    async def _watch(self, orders, tenant, limits, stdin, timeout):
+        loop = self.loop
+        generation = self.generation
+        out, err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
+        flood = asyncio.Event()
+
+        def sink(capture):
+            def on_data(data):
+                capture.add(data)
+                if capture.total > limits.output_ceiling:
+                    flood.set()
+
+            return on_data
+
+        prepared = await self._take_child()
+        child = prepared.child
+        tenant.leaders.add(child.pid)
+        readers = [
+            PipeReader(loop, prepared.stdout, sink(out)),
+            PipeReader(loop, prepared.stderr, sink(err)),
+        ]
+        note = _ExitNote(loop, prepared.note, child.exited)
+        started = loop.time()
+        child.start(rlimits=limits.rlimits(), uid=tenant.uid, gid=tenant.gid, **orders)
+        PipeWriter(loop, prepared.stdin, close_when_done=True).write(stdin or b"")
+        try:
+            flooded = loop.create_task(flood.wait())
+            done, _ = await asyncio.wait(
+                [note.ended, flooded], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if done and not flood.is_set():
+                drained = asyncio.gather(readers[0].eof, readers[1].eof)
+                linger = min(LINGER, max(0.0, started + timeout - loop.time()))
+                await asyncio.wait([drained, flooded], timeout=linger, return_when=asyncio.FIRST_COMPLETED)
+            flooded.cancel()
+            duration_ms = (loop.time() - started) * 1000
+            noted = note.value if done and not flood.is_set() else None
+            # A process that wrote its exit note is only SIGKILLed, not waited for.
+            gone = await self.tenants.kill(tenant, dying=[child.pid] if noted else ())
+            await asyncio.wait(
+                [r.eof for r in readers] + [note.ended if noted else child.exited], timeout=SETTLE
+            )
+        finally:
+            for reader in readers + [note.reader]:
+                reader.close()
+        if noted:
+            code, sig, cpu_ms = noted[0], None, noted[1]
+        elif child.exited.done():
+            code, sig = children.exit_outcome(child.exited.result()[0])
+            cpu_ms = children.cpu_ms(child.exited.result()[1])
+        else:  # stuck in the kernel past the grace (D state): report what we did to it
+            code, sig, cpu_ms = -signal.SIGKILL, signal.SIGKILL, 0.0
+        status = results.status_of(
+            code,
+            sig,
+            err.value(),
+            timed_out=not done,
+            flooded=flood.is_set(),
+            interrupted=generation != self.generation,
+            truncated=out.truncated or err.truncated,
+        )
+        if sig == signal.SIGKILL and cpu_ms >= limits.cpu_seconds * 1000:
+            status = "timeout"  # the hard RLIMIT_CPU, a second after a caught SIGXCPU
+        fields, payload = results.result(status, code, sig, out, err, duration_ms, cpu_ms)
+        return fields, payload, gone
+
+
+class _Prepared:
+    """A prepared child and the agent's ends of its stdin, stdout, stderr and exit note."""
+
+    def __init__(self, loop, reaper):
+        ends = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, exit note
+        (in_r, self.stdin), (self.stdout, out_w), (self.stderr, err_w), (self.note, note_w) = ends
+        theirs = (in_r, out_w, err_w, note_w)
+        try:
+            self.child = Child(loop, reaper, dict(enumerate(theirs)))
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+
+    def close(self):
+        for fd in (self.stdin, self.stdout, self.stderr, self.note):
+            os.close(fd)
+
+
+class _ExitNote:
+    """The ``<status> <cpu ms>`` line a Python run writes just before it exits.
+
+    ``ended`` resolves at the note or at the exit, whichever comes first; ``value`` is the
+    parsed note, if one came. A forged note gains code nothing: its processes are killed
+    all the same.
+    """
+
+    def __init__(self, loop, fd, exited):
+        self.ended = loop.create_future()
+        self.value = None
+        self.data = b""
+        self.reader = PipeReader(loop, fd, self._data)
+        exited.add_done_callback(self._end)
+
+    def _data(self, data):
+        self.data += data
+        if b"\n" in self.data and self.value is None:
+            try:
+                status, cpu = self.data.split(b"\n", 1)[0].split()
+                self.value = (int(status), float(cpu))
+            except ValueError:
+                pass
+            self._end()
+
+    def _end(self, _=None):
+        if not self.ended.done():
+            self.ended.set_result(None)

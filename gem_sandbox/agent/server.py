@@ -1,0 +1,244 @@
+"""The agent's main loop: frames in on stdin, one task per request, frames out on stdout.
+
+Requests run concurrently (a long ``run`` never holds up a ``ping``), each answered with
+exactly one response. The agent stops on ``shutdown``, SIGTERM or the end of its stdin (the
+host is gone); either way every user process is killed before it exits.
+"""
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import sys
+import time
+
+from . import files, linux, protocol
+from .children import Reaper
+from .kernels import Kernels
+from .pipes import PipeReader, PipeWriter
+from .protocol import Refused
+from .runs import Runner
+from .shells import Shells
+from .tenants import Tenants, snapshot
+from .workspace import RUN_PATH, Workspace
+
+log = logging.getLogger(__name__)
+
+FEATURES = ["run", "kernel", "shell", "files", "reset", "stats"]
+FLUSH_PATIENCE = 2.0  # seconds to get the last responses out at shutdown
+
+
+class Agent:
+    """The operations, over the parts that do the work."""
+
+    def __init__(self, config, loop, send):
+        self.send = send
+        self.started = time.monotonic()
+        self.stopping = asyncio.Event()
+        self.reaper = Reaper(loop)
+        self.tenants = Tenants(config, self.reaper)
+        self.workspace = Workspace(config, self.tenants.gid)
+        self.workspace.prepare()
+        programs = {}
+        for language, program in (("bash", "bash"), ("cpp", "g++")):
+            path = shutil.which(program, path=RUN_PATH)
+            if path:
+                programs[language] = path
+        parts = (loop, config, self.reaper, self.tenants, self.workspace)
+        self.runner = Runner(*parts, programs)
+        self.kernels = Kernels(*parts)
+        self.shells = Shells(*parts, programs.get("bash"))
+        self.ops = {
+            "ping": self.ping,
+            "run": self.runner.run,
+            "kernel_exec": self.kernel_exec,
+            "kernel_restart": self.kernel_restart,
+            "shell": self.shell,
+            "shell_close": self.shell_close,
+            "write_files": self.write_files,
+            "read_files": self.read_files,
+            "reset": self.reset,
+            "stats": self.stats,
+            "shutdown": self.shutdown,
+        }
+
+    def hello(self):
+        return {
+            "id": 0,
+            "op": "hello",
+            "version": protocol.VERSION,
+            "pid": os.getpid(),
+            "python": "%d.%d.%d" % sys.version_info[:3],
+            "languages": self.runner.languages,
+            "features": FEATURES,
+            "isolation": self.tenants.isolation,
+            "workdir": self.workspace.workdir,
+            "tmpdir": self.workspace.tmpdir,
+        }
+
+    async def handle(self, header, payload):
+        request_id = header["id"]
+        try:
+            op = self.ops.get(header.get("op"))
+            if op is None:
+                raise Refused("unknown_op", "no operation %r" % header.get("op"))
+            fields, out = await op(header, payload)
+            reply = dict(fields, id=request_id, ok=True)
+        except Refused as exc:
+            reply, out = {"id": request_id, "ok": False, "error": exc.error()}, b""
+        except Exception as exc:
+            log.exception("%s failed", header.get("op"))
+            error = {"type": "internal", "message": "%s: %s" % (type(exc).__name__, exc)}
+            reply, out = {"id": request_id, "ok": False, "error": error}, b""
+        self.send(reply, out)
+
+    async def ping(self, header, payload):
+        return {}, b""
+
+    async def kernel_exec(self, header, payload):
+        return await self.kernels.execute(
+            header.get("kernel", "default"), header.get("code"), header
+        )
+
+    async def kernel_restart(self, header, payload):
+        await self.kernels.stop(header.get("kernel", "default"))
+        return {}, b""
+
+    async def shell(self, header, payload):
+        if self.shells.bash is None:
+            raise Refused("unsupported_language", "this sandbox has no bash")
+        return await self.shells.execute(
+            header.get("session", "default"), header.get("command"), header
+        )
+
+    async def shell_close(self, header, payload):
+        await self.shells.stop(header.get("session", "default"))
+        return {}, b""
+
+    async def write_files(self, header, payload):
+        written = files.write_tar(
+            self.workspace.workdir, header.get("dest", "."), payload, self.tenants.gid
+        )
+        return {"written": written}, b""
+
+    async def read_files(self, header, payload):
+        paths = header.get("paths")
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise Refused("bad_request", "paths must be a list of strings")
+        missing, tar = files.read_tar(self.workspace.workdir, paths)
+        return {"missing": missing}, tar
+
+    async def reset(self, header, payload):
+        """Kill every user process, drop kernels and shells, empty the dirs, then check."""
+        self.runner.generation += 1
+        killed = await self.tenants.kill_all()
+        self.kernels.forget_all()
+        self.shells.forget_all()
+        self.tenants.recover()
+        try:
+            self.workspace.clear()
+        except OSError as exc:
+            raise Refused(
+                "reset_failed", "emptying the work and tmp dirs failed: %s" % exc
+            ) from None
+        problems = []
+        strays = self.tenants.strays(snapshot())
+        if strays:
+            problems.append("user processes %s survived" % sorted(strays))
+        left = self.workspace.leftovers()
+        if left:
+            problems.append("%s not empty" % ", ".join(left))
+        if problems:
+            raise Refused("reset_failed", "; ".join(problems))
+        return {"killed": killed}, b""
+
+    async def stats(self, header, payload):
+        return {
+            "processes": len(self.tenants.strays(snapshot())),
+            "kernels": self.kernels.names(),
+            "shells": self.shells.names(),
+            "runs_total": self.runner.runs_total,
+            "rss_kb": _rss_kb(),
+            "uptime_s": round(time.monotonic() - self.started, 3),
+        }, b""
+
+    async def shutdown(self, header, payload):
+        asyncio.get_running_loop().call_soon(self.stopping.set)  # after this reply is sent
+        return {}, b""
+
+
+async def serve(config):
+    loop = asyncio.get_running_loop()
+    os.umask(0o002)
+    linux.set_child_subreaper()
+    linux.limit_malloc_arenas(2)
+    proto_in, proto_out = _claim_stdio()
+    writer = PipeWriter(loop, proto_out)
+
+    def send(header, payload=b""):
+        try:
+            frame = protocol.encode(header, payload)
+        except protocol.FrameError as exc:
+            error = {"type": "file_error", "message": "the response is too large: %s" % exc}
+            frame = protocol.encode({"id": header["id"], "ok": False, "error": error})
+        writer.write(frame)
+
+    agent = Agent(config, loop, send)
+    tasks = set()
+    buffer = bytearray()
+
+    def on_data(data):
+        buffer.extend(data)
+        try:
+            while len(buffer) >= 4:
+                end = 4 + protocol.frame_length(bytes(buffer[:4]))
+                if len(buffer) < end:
+                    return
+                header, payload = protocol.decode_body(bytes(buffer[4:end]))
+                del buffer[:end]
+                task = loop.create_task(agent.handle(header, payload))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        except protocol.FrameError as exc:
+            log.error("bad frame from the host, stopping: %s", exc)
+            agent.stopping.set()
+
+    reader = PipeReader(loop, proto_in, on_data)
+    loop.add_signal_handler(signal.SIGTERM, agent.stopping.set)
+    send(agent.hello())
+    agent.runner.prepare_spare()
+    stopping = loop.create_task(agent.stopping.wait())
+    await asyncio.wait([reader.eof, stopping], return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    reader.close()
+    for task in list(tasks):
+        task.cancel()
+    if tasks:
+        await asyncio.wait(list(tasks), timeout=FLUSH_PATIENCE)
+    agent.runner.discard_spare()
+    await agent.tenants.kill_all()
+    deadline = loop.time() + FLUSH_PATIENCE
+    while writer.buffer and not writer.closed and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    for sig in (signal.SIGCHLD, signal.SIGTERM):  # before asyncio.run closes the wakeup fd
+        loop.remove_signal_handler(sig)
+
+
+def _claim_stdio():
+    """Take stdin and stdout for the protocol and point fds 0 and 1 elsewhere, so nothing
+    the agent or a library prints can corrupt the frame stream."""
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
+    return proto_in, proto_out
+
+
+def _rss_kb():
+    with open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"VmRSS:"):
+                return int(line.split()[1])
+    return 0

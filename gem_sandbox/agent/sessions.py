@@ -1,0 +1,235 @@
+"""Persistent processes that take one command at a time: the base of kernels and shells.
+
+A session is forked like a run (its own tenant, a new session, limits) but stays up between
+commands. Commands go in on descriptor 4 as NUL-terminated text; after each one the process
+writes its status as a decimal line on descriptor 3. Output read from its stdout and stderr
+before that line belongs to that command (what a background job prints later shows up with
+the next one). A session that dies is started afresh by the next command.
+"""
+
+import asyncio
+import os
+
+from . import children, results
+from .children import Child
+from .limits import Limits
+from .pipes import CHUNK, Capture, PipeReader, PipeWriter
+from .protocol import Refused
+from .pyexec import COMMANDS_FD, STATUS_FD
+from .runs import timeout_of
+
+INTERRUPT_GRACE = 0.5  # seconds a command gets to stop after a timeout before the kill
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class Session:
+    """One live process and its pipes."""
+
+    def __init__(self, loop, pid, tenant, exited, stdout_fd, stderr_fd, command_fd, status_fd):
+        self.loop = loop
+        self.pid = pid
+        self.tenant = tenant
+        self.exited = exited
+        self.out = self.err = Capture(0)
+        self.ceiling = 0
+        self.flood = asyncio.Event()
+        self.status = None  # the future of the current command's status line
+        self.interrupted = False  # a reset killed it
+        self.gone = None  # once killed: whether all its processes are gone
+        self.partial = b""
+        self.readers = [
+            PipeReader(loop, stdout_fd, lambda data: self._output(self.out, data)),
+            PipeReader(loop, stderr_fd, lambda data: self._output(self.err, data)),
+            PipeReader(loop, status_fd, self._status_data),
+        ]
+        self.commands = PipeWriter(loop, command_fd)
+
+    @property
+    def alive(self):
+        return not self.exited.done()
+
+    def _output(self, capture, data):
+        capture.add(data)
+        if capture.total > self.ceiling:
+            self.flood.set()
+
+    def _status_data(self, data):
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        for line in lines:
+            if self.status is not None and not self.status.done():
+                try:
+                    self.status.set_result(int(line))
+                except ValueError:
+                    pass
+
+    async def execute(self, text, timeout, limits, interrupt, terminate):
+        """Run one command. A timed-out command is stopped by ``interrupt(session)``; if that
+        is not enough, or output floods, ``terminate(session)`` kills the session. Returns
+        ``(header fields, payload, whether the session survived)``."""
+        self.out, self.err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
+        self.ceiling = limits.output_ceiling
+        self.flood.clear()
+        self.status = self.loop.create_future()
+        cpu_before = self.cpu_ms()
+        started = self.loop.time()
+        self.commands.write(text.encode("utf-8", "surrogateescape") + b"\0")
+        ended = await self._wait(timeout)
+        duration_ms = (self.loop.time() - started) * 1000
+        timed_out = ended is None
+        if timed_out:
+            await interrupt(self)
+            ended = await self._wait(INTERRUPT_GRACE)
+        survived = ended is self.status and not self.flood.is_set() and not self.interrupted
+        cpu_ms = self.cpu_ms() - cpu_before
+        if not survived:
+            await terminate(self)
+        for reader in self.readers[:2]:
+            reader.drain(limits.max_output_bytes + CHUNK)
+        if ended is self.status:
+            code, sig = self.status.result(), None
+        elif self.exited.done():
+            code, sig = children.exit_outcome(self.exited.result()[0])
+        else:
+            code, sig = None, None
+        status = results.status_of(
+            code,
+            sig,
+            self.err.value(),
+            timed_out=timed_out,
+            flooded=self.flood.is_set(),
+            interrupted=self.interrupted,
+            truncated=self.out.truncated or self.err.truncated,
+        )
+        fields, payload = results.result(
+            status, code, sig, self.out, self.err, duration_ms, max(cpu_ms, 0.0)
+        )
+        return fields, payload, survived
+
+    async def _wait(self, timeout):
+        """What ended the command first (its status future, ``exited``, the flood event's
+        task), or None at the timeout."""
+        flooded = self.loop.create_task(self.flood.wait())
+        done, _ = await asyncio.wait(
+            [self.status, self.exited, flooded],
+            timeout=timeout,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        flooded.cancel()
+        for ended in (self.status, self.exited):
+            if ended in done:
+                return ended
+        return flooded if done else None
+
+    def cpu_ms(self):
+        """CPU time of the process and its reaped children so far."""
+        try:
+            with open("/proc/%d/stat" % self.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return 0.0
+        return sum(int(value) for value in fields[11:15]) * 1000.0 / _CLOCK_TICKS
+
+    def close(self):
+        for reader in self.readers:
+            reader.close()
+        self.commands.close()
+
+
+class Sessions:
+    """Sessions by name, one command at a time each. Subclasses say what a session runs
+    (:meth:`orders` for :meth:`.Child.start`) and how to interrupt a command."""
+
+    def __init__(self, loop, config, reaper, tenants, workspace):
+        self.loop = loop
+        self.config = config
+        self.reaper = reaper
+        self.tenants = tenants
+        self.workspace = workspace
+        self.live = {}
+        self.locks = {}
+
+    def orders(self):
+        raise NotImplementedError
+
+    async def interrupt(self, session):
+        raise NotImplementedError
+
+    def names(self):
+        return sorted(name for name, session in self.live.items() if session.alive)
+
+    async def execute(self, name, text, header):
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise Refused("bad_request", "session name and command must be strings")
+        if "\0" in text:
+            raise Refused("bad_request", "commands cannot contain NUL bytes")
+        timeout = timeout_of(header)
+        limits = Limits(header.get("limits"), timeout, self.config.memory_mb, self._nproc())
+        lock = self.locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            session = self.live.get(name)
+            if session is None or not session.alive:
+                await self.stop(name)
+                session = self.live[name] = self._start(limits)
+            fields, payload, survived = await session.execute(
+                text, timeout, limits, self.interrupt, self._terminate
+            )
+            if not survived:
+                await self.stop(name)
+            return fields, payload
+
+    async def stop(self, name):
+        session = self.live.pop(name, None)
+        if session is not None:
+            await self._terminate(session)
+            session.close()
+            self.tenants.release(session.tenant, clean=session.gone)
+
+    async def _terminate(self, session):
+        if session.gone is None:
+            session.gone = await self.tenants.kill(session.tenant)
+
+    def forget_all(self):
+        """After a reset killed every process: drop the sessions' pipes and tenants."""
+        for session in self.live.values():
+            session.interrupted = True
+            session.gone = True  # its uid may be handed out again at once: never kill by it
+            session.close()
+            self.tenants.release(session.tenant)
+        self.live.clear()
+
+    def _nproc(self):
+        return self.config.nproc if self.tenants.uid_mode else None
+
+    def _start(self, limits):
+        tenant = self.tenants.acquire()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        commands_r, commands_w = os.pipe()
+        status_r, status_w = os.pipe()
+        devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        fds = {0: devnull, 1: out_w, 2: err_w, STATUS_FD: status_w, COMMANDS_FD: commands_r}
+        try:
+            child = Child(self.loop, self.reaper, fds)
+        except BaseException:
+            self.tenants.release(tenant)
+            for fd in (out_r, err_r, commands_w, status_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        tenant.leaders.add(child.pid)
+        workdir = self.workspace.workdir
+        env = self.workspace.env({}, self.tenants.environment(tenant))
+        child.start(
+            rlimits=limits.rlimits(cpu=False),
+            uid=tenant.uid,
+            gid=tenant.gid,
+            cwd=workdir,
+            env=env,
+            **self.orders(),
+        )
+        return Session(
+            self.loop, child.pid, tenant, child.exited, out_r, err_r, commands_w, status_r
+        )

@@ -1,0 +1,258 @@
+"""Who runs user code, and making sure all of it is gone when it should be.
+
+Uid mode (a root agent given ``--uid-base``, the normal case inside a sandbox): every run,
+kernel and shell gets a uid of its own from the range and the shared gid, with no
+supplementary groups, no capabilities and ``no_new_privs``. Without capabilities a process
+cannot shed its uid, so "every process whose real uid is U" is exactly what the tenant
+started, ``setsid`` and double-fork escapes included. It is killed by a helper that becomes
+U and calls ``kill(-1, SIGKILL)``: the kernel signals every process of U in one pass that a
+fork bomb cannot outrun.
+
+Token mode (a non-root agent: the process backend, rootless bubblewrap): uids cannot be
+switched, so each tenant carries a unique token in its environment and is killed by session,
+by descent from the processes forked for it, and by token (as ``/proc/PID/environ`` shows
+it: the environment a process was exec'd with). A process that leaves its session, is
+orphaned and was exec'd without the token (``env -i``), or never exec'd at all (a pure
+Python double fork), escapes a per-run kill; it is still the agent's descendant (the agent
+is a subreaper), so ``reset`` kills it. Only processes of the agent's own uid are
+considered, so nothing outside the sandbox is ever signalled.
+"""
+
+import asyncio
+import collections
+import logging
+import os
+import secrets
+import signal
+
+from .protocol import Refused
+
+log = logging.getLogger(__name__)
+
+TOKEN_VAR = "GEM_SANDBOX_TOKEN"
+KILL_PATIENCE = 2.0  # seconds to keep killing before giving up on a process
+
+
+class Tenant:
+    """The identity of one run, kernel or shell."""
+
+    def __init__(self, uid, gid, token):
+        self.uid = uid
+        self.gid = gid
+        self.token = token
+        self.leaders = set()  # pids the agent forked for this tenant (each leads a session)
+
+
+class Process:
+    __slots__ = ("pid", "ppid", "uid", "sid", "zombie")
+
+    def __init__(self, pid, ppid, uid, sid, zombie):
+        self.pid, self.ppid, self.uid, self.sid, self.zombie = pid, ppid, uid, sid, zombie
+
+
+def snapshot():
+    """The live process table as ``{pid: Process}`` (real uids; session ids as seen here)."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            proc = _read_status(int(name))
+            if proc is not None:
+                table[proc.pid] = proc
+    return table
+
+
+def _read_status(pid):
+    try:
+        fd = os.open("/proc/%d/status" % pid, os.O_RDONLY)
+        try:
+            data = os.read(fd, 8192)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    fields = {}
+    for line in data.split(b"\n"):
+        key, _, value = line.partition(b":")
+        fields[key] = value.split()
+    try:
+        return Process(
+            pid,
+            int(fields[b"PPid"][0]),
+            int(fields[b"Uid"][0]),
+            int(fields.get(b"NSsid", [-1])[0]),
+            fields[b"State"][0] == b"Z",
+        )
+    except (KeyError, IndexError, ValueError):
+        return None
+
+
+def descendants(table, roots):
+    children = {}
+    for proc in table.values():
+        children.setdefault(proc.ppid, []).append(proc.pid)
+    found, todo = set(), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _token_of(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = b"\0" + f.read()
+    except OSError:
+        return None
+    start = env.find(b"\0%s=" % TOKEN_VAR.encode())
+    if start < 0:
+        return None
+    start += len(TOKEN_VAR) + 2
+    end = env.find(b"\0", start)
+    return env[start : end if end >= 0 else len(env)].decode("ascii", "replace")
+
+
+class Tenants:
+    """Hands out identities and kills what they started."""
+
+    def __init__(self, config, reaper):
+        self.reaper = reaper
+        self.agent_pid = os.getpid()
+        self.agent_uid = os.getuid()
+        self.uid_mode = config.uid_base is not None and os.geteuid() == 0
+        self.gid = config.gid if self.uid_mode else None
+        if self.uid_mode:
+            self.uid_range = range(config.uid_base, config.uid_base + config.uid_count)
+            self.free_uids = collections.deque(self.uid_range)  # FIFO: a uid rests between uses
+        self.in_use = set()
+        self.exempt = set()  # the agent's own children that run no user code (yet)
+        self.tokens = set()  # every token handed out since the last reset: escapes keep theirs
+
+    @property
+    def isolation(self):
+        return "uid" if self.uid_mode else "token"
+
+    def acquire(self):
+        uid = None
+        if self.uid_mode:
+            if not self.free_uids:
+                raise Refused(
+                    "busy",
+                    "all %d uids of this sandbox are taken by runs, kernels and shells; "
+                    "wait for one to end or start the agent with a larger --uid-count"
+                    % len(self.uid_range),
+                )
+            uid = self.free_uids.popleft()
+        tenant = Tenant(uid, self.gid, secrets.token_hex(8))
+        self.in_use.add(tenant)
+        self.tokens.add(tenant.token)
+        return tenant
+
+    def release(self, tenant, clean=True):
+        """Give the tenant's uid back; a uid whose processes could not be killed is not
+        handed out again."""
+        self.in_use.discard(tenant)
+        if self.uid_mode and clean:
+            self.free_uids.append(tenant.uid)
+
+    def environment(self, tenant):
+        return {} if self.uid_mode else {TOKEN_VAR: tenant.token}
+
+    def members(self, tenant, table):
+        """Pids of the tenant's live processes."""
+        if self.uid_mode:
+            return set(p.pid for p in table.values() if p.uid == tenant.uid and not p.zombie)
+        found = descendants(table, tenant.leaders)
+        for proc in self._own_uid(table):
+            if proc.sid in tenant.leaders or _token_of(proc.pid) == tenant.token:
+                found.add(proc.pid)
+        return self._alive(table, found)
+
+    def strays(self, table):
+        """Pids of every live user process of the sandbox: what reset kills."""
+        found = descendants(table, [self.agent_pid])
+        if self.uid_mode:
+            found.update(p.pid for p in table.values() if p.uid in self.uid_range)
+        else:
+            found.update(p.pid for p in self._own_uid(table) if _token_of(p.pid) in self.tokens)
+        return self._alive(table, found)
+
+    def _own_uid(self, table):
+        return [p for p in table.values() if p.uid == self.agent_uid and p.pid != self.agent_pid]
+
+    def _alive(self, table, pids):
+        return set(p for p in pids if p in table and not table[p].zombie and p not in self.exempt)
+
+    async def kill(self, tenant, spare=(), dying=()):
+        """SIGKILL every process of ``tenant`` but ``spare``; True once none is left but
+        the ``dying`` (processes already on their way out: killed, but not waited for)."""
+        for pid in dying:
+            _sigkill(pid)
+        ignored = set(spare) | set(dying)
+        return await self._kill_until_gone(
+            lambda table: self.members(tenant, table) - ignored, helpers=not spare
+        )
+
+    async def kill_all(self):
+        """Kill every user process; returns how many there were."""
+        killed = set()
+
+        def select(table):
+            pids = self.strays(table)
+            killed.update(pids)
+            return pids
+
+        if not await self._kill_until_gone(select, helpers=True):
+            log.error("user processes survived a kill of the whole sandbox")
+        return len(killed)
+
+    def recover(self):
+        """After a reset killed everything: forget old tokens, take back quarantined uids."""
+        self.tokens = set(t.token for t in self.in_use)
+        if self.uid_mode:
+            taken = set(t.uid for t in self.in_use)
+            self.free_uids = collections.deque(u for u in self.uid_range if u not in taken)
+
+    async def _kill_until_gone(self, select, helpers):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + KILL_PATIENCE
+        pause = 0.0005
+        while True:
+            self.reaper.reap()
+            table = snapshot()
+            pids = select(table)
+            if not pids:
+                return True
+            if loop.time() > deadline:
+                log.error("processes %s survived SIGKILL for %.1fs", sorted(pids), KILL_PATIENCE)
+                return False
+            if helpers and self.uid_mode:
+                for uid in set(table[p].uid for p in pids if table[p].uid in self.uid_range):
+                    await self._kill_as(uid)
+            for pid in pids:
+                _sigkill(pid)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    async def _kill_as(self, uid):
+        """``kill(-1, SIGKILL)`` from a helper that has become ``uid``: one pass over the
+        process table in the kernel, so processes forked meanwhile are caught too."""
+        try:
+            pid = os.fork()
+        except BlockingIOError:  # the pids limit is full: the caller's per-pid SIGKILLs still work
+            return
+        if pid == 0:
+            try:
+                os.setresuid(uid, uid, uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        await self.reaper.watch(pid)
+
+
+def _sigkill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass

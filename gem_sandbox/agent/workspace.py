@@ -1,0 +1,86 @@
+"""The work dir, the tmp dirs, and the environment every run starts from."""
+
+import os
+
+from . import files
+from .protocol import Refused
+
+RUN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
+
+
+class Workspace:
+    """Owns the directories user code may write to and what a run finds when it starts.
+
+    In uid mode the work dir is ``root:gid`` with mode ``2775`` (group-writable, setgid so
+    everything made in it is group-owned) and runs use umask ``002``: files one run (or the
+    host) writes can be changed by the next run, though it has another uid. Tmp dirs are
+    ``1777`` as usual.
+    """
+
+    def __init__(self, config, gid):
+        self.workdir = os.path.realpath(config.workdir)
+        self.tmpdir = os.path.realpath(config.tmpdir)
+        self.scratch = [os.path.realpath(path) for path in config.scratch]
+        self.gid = gid
+        self.base_env = {
+            "PATH": RUN_PATH,
+            "HOME": self.workdir,
+            "LANG": "C.UTF-8",
+            "TMPDIR": self.tmpdir,
+            "MALLOC_ARENA_MAX": "2",  # see linux.limit_malloc_arenas
+        }
+        self.base_env.update((name, str(config.threads)) for name in THREAD_VARS)
+
+    @property
+    def tmp_dirs(self):
+        return [self.tmpdir] + self.scratch
+
+    def prepare(self):
+        """Create the dirs and give them their modes (again, after a reset)."""
+        for path in [self.workdir] + self.tmp_dirs:
+            os.makedirs(path, exist_ok=True)
+        if self.gid is not None:
+            os.setgroups([self.gid])  # lets the agent set the setgid bit without CAP_FSETID
+            os.chown(self.workdir, 0, self.gid)
+            os.chmod(self.workdir, 0o2775)
+            for path in self.tmp_dirs:
+                os.chmod(path, 0o1777)
+
+    def clear(self):
+        for path in [self.workdir] + self.tmp_dirs:
+            files.empty_dir(path)
+        self.prepare()
+
+    def leftovers(self):
+        """Dirs that are not empty."""
+        return [path for path in [self.workdir] + self.tmp_dirs if os.listdir(path)]
+
+    def env(self, extra, tenant_env):
+        """The base environment, then the request's ``extra``, then the tenant's marks."""
+        env = dict(self.base_env)
+        for key, value in (extra or {}).items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise Refused("bad_request", "env names and values must be strings")
+            if not key or "=" in key or "\0" in key or "\0" in value:
+                raise Refused("bad_request", "bad env variable %r" % key)
+            env[key] = value
+        env.update(tenant_env)
+        return env
+
+    def resolve_cwd(self, cwd):
+        """An existing directory inside the work dir (relative paths are from the work dir)."""
+        if not cwd:
+            return self.workdir
+        path = os.path.realpath(os.path.join(self.workdir, cwd))
+        if path != self.workdir and not path.startswith(self.workdir + os.sep):
+            raise Refused("unsafe_path", "cwd %r is outside the work dir %s" % (cwd, self.workdir))
+        if not os.path.isdir(path):
+            raise Refused("bad_request", "cwd %r is not a directory" % cwd)
+        return path
