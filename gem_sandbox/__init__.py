@@ -5,8 +5,18 @@
 one import.
 """
 
+from __future__ import annotations
+
 from gem_sandbox.core import Env, EnvWrapper
 from gem_sandbox.registry import EnvSpec, make, make_vec, print_envs, register
 
-__all__ = ["Env", "EnvSpec", "EnvWrapper", "make", "make_vec", "print_envs", "register"]
+__all__ = ["Env", "EnvSpec", "EnvWrapper", "configure", "make", "make_vec", "print_envs", "register"]
 __version__ = "0.1.0"
+
+
+def configure(backend: str | None = None, **options: object):
+    """Choose the sandbox backend (``auto``, ``local``, ``docker``, ``e2b``, ``process``) and
+    pool options for pools created from now on. See :mod:`gem_sandbox.sandbox.config`."""
+    from gem_sandbox.sandbox.config import configure as _configure
+
+    return _configure(backend, **options)
