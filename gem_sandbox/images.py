@@ -1,0 +1,355 @@
+"""Build the sandbox image, with or without a container registry.
+
+Two paths install the same ``images/sandbox/packages.txt`` onto Debian:
+
+* the ordinary one, ``docker build`` of ``images/sandbox/Dockerfile``, when its ``FROM`` base
+  image is already present locally;
+* the offline one (no registry needed, only the host's Debian mirror): ``debootstrap`` a minimal
+  root filesystem, trim it, and import it as an image through the Docker API with the
+  Dockerfile's ``ENV``/``WORKDIR``/``CMD`` lines as the image config.
+
+Images are tagged by a content hash of the build inputs (``gem-sandbox/sandbox:<hash12>``, plus
+``:latest``), so an unchanged tree never rebuilds and a changed one never reuses a stale image.
+The decision between the paths never probes the network: a missing base image means offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+
+REPOSITORY = "gem-sandbox/sandbox"
+CONTEXT_DIR = Path(__file__).resolve().parent.parent / "images" / "sandbox"
+
+# Dockerfile instructions that are image config (not filesystem) and so carry over to an import.
+_CONFIG_INSTRUCTIONS = ("ENV", "WORKDIR", "CMD", "ENTRYPOINT", "USER")
+# Directories the Dockerfile's RUN line creates; the offline root needs them too.
+_IMAGE_DIRS = ("work", "opt/gem-sandbox/gem_agent")
+# What the Dockerfile's RUN line deletes (package indexes, caches, docs, translations), plus
+# debootstrap's logs.
+_TRIM = (
+    "var/lib/apt/lists",
+    "var/cache/apt",
+    "var/log",
+    "usr/share/doc",
+    "usr/share/man",
+    "usr/share/info",
+    "usr/share/locale",
+)
+# "deb [options] uri suite component...", the one-line sources.list format
+_ONE_LINE_SOURCE = re.compile(
+    r"^deb\s+(?:\[[^\]]*\]\s+)?(?P<uri>\S+)\s+(?P<suite>\S+)(?P<components>[^#\n]*)", re.M
+)
+_TOOL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # debootstrap lives in sbin, often not on PATH
+_HEARTBEAT_S = 15.0
+_BUILD_API_TIMEOUT_S = 1800  # importing or building a few hundred MB is one long API call
+
+
+@dataclass(frozen=True)
+class ImageStatus:
+    """Whether the image for the current build inputs exists, and what backends would use."""
+
+    tag: str  # the tag the current inputs produce
+    built: bool  # that tag is present locally
+    newest: str | None  # the newest gem-sandbox image present (``default_image()``)
+
+
+def build(
+    offline: bool | None = None,
+    *,
+    force: bool = False,
+    progress: Callable[[str], None] = print,
+) -> str:
+    """Build the sandbox image unless the tag for the current inputs exists; return that tag.
+
+    ``offline=None`` uses the Dockerfile when its base image is present locally, else
+    debootstrap. ``force`` rebuilds even when the tag exists.
+    """
+    tag = current_tag()
+    with closing(docker.from_env(timeout=_BUILD_API_TIMEOUT_S)) as client:
+        if not force and _image_exists(client, tag):
+            progress(f"{tag} is up to date")
+            return tag
+        if offline is None:
+            offline = not _image_exists(client, _base_image())
+            if offline:
+                progress(f"{_base_image()} is not present locally: building offline")
+        started = time.monotonic()
+        if offline:
+            _build_offline(client, tag, progress)
+        else:
+            _build_dockerfile(client, tag, progress)
+        client.images.get(tag).tag(REPOSITORY, "latest")
+    progress(f"built {tag} in {_elapsed(started)}")
+    return tag
+
+
+def default_image() -> str | None:
+    """The newest gem-sandbox image present (its hash tag), or ``None`` if none or no daemon."""
+    try:
+        with closing(docker.from_env()) as client:
+            images = client.images.list(name=REPOSITORY)
+    except docker.errors.DockerException:
+        return None
+    newest = max(images, key=lambda image: image.attrs["Created"], default=None)
+    if newest is None or not newest.tags:
+        return None
+    return min(newest.tags, key=lambda t: t.endswith(":latest"))  # the hash tag when it has one
+
+
+def image_status() -> ImageStatus:
+    """The expected tag, whether it is built, and the newest image present. Raises
+    ``docker.errors.DockerException`` when no daemon answers."""
+    tag = current_tag()
+    with closing(docker.from_env()) as client:
+        built = _image_exists(client, tag)
+    return ImageStatus(tag=tag, built=built, newest=default_image())
+
+
+def current_tag() -> str:
+    """``gem-sandbox/sandbox:<hash12>`` over the build context and this recipe."""
+    if not CONTEXT_DIR.is_dir():
+        raise FileNotFoundError(
+            f"{CONTEXT_DIR} is missing: building the image needs a source checkout of gem-sandbox"
+        )
+    digest = hashlib.sha256()
+    for path in sorted([*CONTEXT_DIR.rglob("*"), Path(__file__)]):
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{REPOSITORY}:{digest.hexdigest()[:12]}"
+
+
+def debian_source() -> tuple[str, str]:
+    """``(mirror URI, suite)`` of the host's own Debian (or Ubuntu) release from its apt sources."""
+    release = _os_release()
+    suite = release.get("VERSION_CODENAME", "")
+    for uri, suites, components in _apt_sources():
+        if suite in suites and "main" in components:
+            return uri, suite
+    raise RuntimeError(
+        f"no apt source for the host's release {suite!r} with component 'main' in "
+        "/etc/apt/sources.list*: add one, or build with a registry (offline=False)"
+    )
+
+
+# --- the two build paths -------------------------------------------------------------------
+
+
+def _build_dockerfile(
+    client: docker.DockerClient, tag: str, progress: Callable[[str], None]
+) -> None:
+    progress(f"building {tag} from {CONTEXT_DIR / 'Dockerfile'}")
+    for chunk in client.api.build(
+        path=str(CONTEXT_DIR), tag=tag, rm=True, forcerm=True, pull=False, decode=True
+    ):
+        if "error" in chunk:
+            raise RuntimeError(f"docker build of {tag} failed: {chunk['error'].strip()}")
+        line = chunk.get("stream", "").strip()
+        if line.startswith("Step "):
+            progress(f"  {line}")
+
+
+def _build_offline(client: docker.DockerClient, tag: str, progress: Callable[[str], None]) -> None:
+    if os.geteuid() != 0:
+        raise PermissionError("the offline build runs debootstrap, which needs root")
+    if shutil.which("debootstrap", path=_TOOL_PATH) is None:
+        raise FileNotFoundError("the offline build needs debootstrap: apt-get install debootstrap")
+    mirror, suite = debian_source()
+    cache = _cache_dir()
+    log_path = cache / f"debootstrap-{tag.partition(':')[2]}.log"
+    step = _Steps(progress, total=3)
+    build_dir = Path(tempfile.mkdtemp(prefix="rootfs-", dir=cache))
+    root = build_dir / "root"
+    try:
+        with step(f"debootstrap {suite} from {mirror} (log: {log_path})"):
+            _debootstrap(root, mirror, suite, cache / "debs", log_path, progress)
+        with step("trimming docs, caches and package lists"):
+            _trim(root)
+        with step(f"importing the root filesystem as {tag}"):
+            _import(client, root, tag)
+    finally:
+        _remove_build_dir(build_dir)
+
+
+def _debootstrap(
+    root: Path, mirror: str, suite: str, debs: Path, log_path: Path, progress: Callable[[str], None]
+) -> None:
+    debs.mkdir(parents=True, exist_ok=True)
+    argv = [
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={','.join(_packages())}",
+        f"--cache-dir={debs}",
+        suite,
+        str(root),
+        mirror,
+    ]
+    env = {"PATH": _TOOL_PATH, "LC_ALL": "C"}
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        while proc.poll() is None:
+            try:
+                proc.wait(_HEARTBEAT_S)
+            except subprocess.TimeoutExpired:
+                progress(f"  {_elapsed(started)}: {_last_line(log_path)}")
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"debootstrap failed (exit {proc.returncode}): {_last_line(log_path)}; see {log_path}"
+        )
+
+
+def _trim(root: Path) -> None:
+    for rel in _TRIM:
+        for child in (root / rel).glob("*"):
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+    for rel in _IMAGE_DIRS:
+        (root / rel).mkdir(parents=True, exist_ok=True)
+
+
+def _import(client: docker.DockerClient, root: Path, tag: str) -> None:
+    """Stream ``tar`` of the root straight into the daemon (no tarball on disk)."""
+    repo, _, version = tag.partition(":")
+    # Docker supplies /dev, /proc and /sys itself; debootstrap's device nodes stay out.
+    argv = [
+        "tar",
+        "--numeric-owner",
+        "--exclude=./dev/*",
+        "--exclude=./proc/*",
+        "--exclude=./sys/*",
+        "-C",
+        str(root),
+        "-cf",
+        "-",
+        ".",
+    ]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE) as tar:
+        client.api.import_image(
+            src=tar.stdout, repository=repo, tag=version, changes=_config_changes(), stream_src=True
+        )
+    if tar.returncode != 0:
+        raise RuntimeError(f"tar of {root} failed with exit code {tar.returncode}")
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+class _Steps:
+    """Numbered progress lines with the time each step took."""
+
+    def __init__(self, progress: Callable[[str], None], total: int) -> None:
+        self._progress, self._total, self._done = progress, total, 0
+
+    @contextmanager
+    def __call__(self, what: str) -> Iterator[None]:
+        self._done += 1
+        label = f"[{self._done}/{self._total}]"
+        self._progress(f"{label} {what}")
+        started = time.monotonic()
+        yield
+        self._progress(f"{label} done in {_elapsed(started)}")
+
+
+def _image_exists(client: docker.DockerClient, name: str) -> bool:
+    try:
+        client.images.get(name)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def _dockerfile_lines() -> list[str]:
+    return [line.strip() for line in (CONTEXT_DIR / "Dockerfile").read_text().splitlines()]
+
+
+def _base_image() -> str:
+    return next(line.split()[1] for line in _dockerfile_lines() if line.startswith("FROM "))
+
+
+def _config_changes() -> list[str]:
+    return [line for line in _dockerfile_lines() if line.split(" ", 1)[0] in _CONFIG_INSTRUCTIONS]
+
+
+def _packages() -> list[str]:
+    lines = (CONTEXT_DIR / "packages.txt").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _cache_dir() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = base / "gem-sandbox"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _os_release() -> dict[str, str]:
+    fields = {}
+    for line in Path("/etc/os-release").read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            fields[key] = value.strip().strip('"')
+    return fields
+
+
+def _apt_sources() -> Iterator[tuple[str, list[str], list[str]]]:
+    """``(uri, suites, components)`` of every ``deb`` source, one-line and deb822 formats."""
+    etc = Path("/etc/apt")
+    for path in [etc / "sources.list", *sorted((etc / "sources.list.d").glob("*.list"))]:
+        text = path.read_text() if path.is_file() else ""
+        for match in _ONE_LINE_SOURCE.finditer(text):
+            yield match["uri"], [match["suite"]], match["components"].split()
+    for path in sorted((etc / "sources.list.d").glob("*.sources")):
+        for stanza in path.read_text().split("\n\n"):
+            fields: dict[str, str] = {}
+            for line in stanza.splitlines():
+                key, sep, value = line.partition(":")
+                if sep and not line.startswith(("#", " ")):
+                    fields[key.strip()] = value.strip()
+            if "deb" in fields.get("Types", "").split():
+                for uri in fields.get("URIs", "").split():
+                    yield (
+                        uri,
+                        fields.get("Suites", "").split(),
+                        fields.get("Components", "").split(),
+                    )
+
+
+def _remove_build_dir(directory: Path) -> None:
+    """Unmount whatever debootstrap left mounted (/proc, /sys, a bound /dev) before deleting,
+    so removing the root can never reach into the host's own filesystems."""
+    for mount in _mounts_under(directory):
+        subprocess.run(["umount", "--lazy", mount], check=False)
+    if _mounts_under(directory):
+        raise RuntimeError(f"{directory} still has mounts; unmount them and delete it by hand")
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _mounts_under(directory: Path) -> list[str]:
+    prefix = f"{directory}/"
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    return sorted((m for m in mounts if m.startswith(prefix)), reverse=True)
+
+
+def _last_line(path: Path) -> str:
+    lines = path.read_text(errors="replace").strip().splitlines()
+    return lines[-1] if lines else "(no output yet)"
+
+
+def _elapsed(started: float) -> str:
+    seconds = time.monotonic() - started
+    return f"{seconds:.1f}s" if seconds < 60 else f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
