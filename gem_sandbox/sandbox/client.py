@@ -197,8 +197,13 @@ class Sandbox:
         try:
             with anyio.move_on_after(wait):
                 try:
-                    async with self._send_lock:
-                        await self.box.stream.send(frame)
+                    # Shielded: a frame cut short by a cancellation would corrupt the stream.
+                    deadline = anyio.current_time() + wait
+                    with anyio.CancelScope(shield=True, deadline=deadline) as sending:
+                        async with self._send_lock:
+                            await self.box.stream.send(frame)
+                    if sending.cancelled_caught:
+                        self._fail(f"sending {header['op']} to the agent took over {wait:.1f}s")
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
                     self._fail(f"sending to the agent failed: {exc!r}")
                 await reply.done.wait()
