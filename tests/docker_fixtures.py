@@ -17,7 +17,7 @@ import pytest
 
 from gem_sandbox import images
 from gem_sandbox.sandbox.backends.base import SandboxSpec
-from gem_sandbox.sandbox.backends.docker import POOL_LABEL, DockerBackend, DockerOptions
+from gem_sandbox.sandbox.backends.docker import OWNER_LABEL, POOL_LABEL, DockerBackend, DockerOptions, owner_id
 
 TEST_POOL = "gem-sandbox-tests"
 
@@ -31,7 +31,9 @@ def docker_client() -> Iterator[docker.DockerClient]:
     except docker.errors.DockerException as exc:
         pytest.skip(f"no Docker daemon answers: {exc}")
     yield client
-    leftovers = client.containers.list(all=True, filters={"label": POOL_LABEL})
+    # Only this session's containers: another process's pool on the same daemon is not ours.
+    mine = [POOL_LABEL, f"{OWNER_LABEL}={owner_id()}"]
+    leftovers = client.containers.list(all=True, filters={"label": mine})
     for container in leftovers:
         container.remove(force=True)
     client.close()

@@ -261,7 +261,8 @@ class SandboxPool:
                     await sandbox.ping(timeout=self.config.reset_timeout)
                     self.stats.resets += 1
                 except (SandboxError, TimeoutError) as exc:
-                    log.warning("sandbox %s failed its reset probe (%s); replacing it", sandbox.id, exc)
+                    if not self._closed:  # at shutdown the pool itself closed it
+                        log.warning("sandbox %s failed its reset probe (%s); replacing it", sandbox.id, exc)
                 else:
                     if not self._closed:
                         self._offer(slot)

@@ -179,7 +179,7 @@ class DockerBackend(Backend):
             labels={
                 POOL_LABEL: "default",
                 **spec.labels,
-                OWNER_LABEL: _owner_id(),
+                OWNER_LABEL: owner_id(),
                 CREATED_LABEL: str(int(time.time())),
             },
             network_mode=opts.network_mode,
@@ -399,7 +399,7 @@ def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (docker.errors.DockerException, OSError))
 
 
-def _owner_id() -> str:
+def owner_id() -> str:
     """``hostname:pid:start time``; the start time tells a dead owner from a reused pid."""
     return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
 
