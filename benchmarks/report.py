@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import platform
 import os
-import statistics
+import platform
 from dataclasses import dataclass
 
 
@@ -47,8 +46,6 @@ def print_table(title: str, rows: list[Row]) -> None:
 def _fmt(value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:,.0f}" if value >= 100 else f"{value:,.2f}"
-
-
-def median(samples: list[float]) -> float:
-    return statistics.median(samples)
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:,.2f}" if value >= 0.1 else f"{value:.3f}"
