@@ -2,6 +2,7 @@
 
 
 def register_envs() -> None:
-    from gem_sandbox_envs.games import register_all
+    from gem_sandbox_envs import games, math
 
-    register_all()
+    games.register_all()
+    math.register_all()

@@ -1,8 +1,9 @@
 """``gem-sandbox demo``: scripted policies play a few envs, then code runs in a real sandbox.
 
 The policies read only the observations, as a model would: binary search on GuessTheNumber's
-hints, the recursive plan for Tower of Hanoi. The sandbox part runs on the default backend
-(Docker when its image is built, else bubblewrap), showing what a tool call costs.
+hints, the recursive plan for Tower of Hanoi, and for a math problem with GEM's Python tool a
+program that computes the answer, whose printed result is then boxed. The sandbox parts run on
+the default backend (Docker when its image is built, else bubblewrap).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 import gem_sandbox as gem
 from gem_sandbox.core import Env
+from gem_sandbox.wrappers.factory import get_wrapper_fns
 
 Policy = Callable[[str], Iterator[str]]
 
@@ -44,6 +46,28 @@ def tower_of_hanoi(first_obs: str) -> Iterator[str]:
         yield f"\\boxed{{{src} {dst}}}"
 
 
+# How the scripted "model" turns each kind of math question into a program.
+PROGRAMS = [
+    (r"What is (\d+) multiplied by (\d+)\?", "print({} * {})"),
+    (r"remainder when (\d+)\^(\d+) is divided by (\d+)", "print(pow({}, {}, {}))"),
+    (r"multiples of (\d+) from (\d+) to (\d+)", "print(sum(n for n in range({1}, {2} + 1) if n % {0} == 0))"),
+    (r"prime numbers are less than (\d+)", "print(sum(all(n % d for d in range(2, n)) for n in range(2, {})))"),
+    (r"decimal digits of (\d+)\^(\d+)", "print(sum(map(int, str({} ** {}))))"),
+]
+
+
+def python_tool_user(first_obs: str) -> Iterator[str]:
+    """Writes a program for the question, runs it with the Python tool, boxes what it printed."""
+    for pattern, template in PROGRAMS:
+        if match := re.search(pattern, first_obs):
+            feedback = yield f"Let me compute it.\n<python>\n{template.format(*match.groups())}\n</python>"
+            break
+    else:
+        raise ValueError(f"the scripted model cannot read this question: {first_obs[:80]!r}")
+    printed = feedback.removeprefix("Code execution result: ").strip()
+    yield f"The program printed {printed}, so the answer is \\boxed{{{printed}}}."
+
+
 DEMOS: dict[str, Policy] = {
     "game:GuessTheNumber-v0": guess_the_number,
     "game:TowerofHanoi-v0-easy": tower_of_hanoi,
@@ -59,7 +83,7 @@ def play(env: Env, policy: Policy, seed: int) -> float:
     while True:
         obs, reward, terminated, truncated, _ = env.step(action)
         total += reward
-        print(f"  > {action}\n  < {obs.strip()}   (reward {reward:+.2f})")
+        print(textwrap.indent(f"> {action}\n< {obs.strip()}   (reward {reward:+.2f})", "  "))
         if terminated or truncated:
             return total
         action = actions.send(obs)
@@ -70,7 +94,8 @@ def sandbox_demo(backend: str | None) -> None:
     from gem_sandbox.sandbox.sync import SyncSandboxPool
 
     with SyncSandboxPool(backend=backend, min_idle=1, max_size=2) as pool:
-        print(f"\n== sandbox ({pool.backend_name}): a stateless run through the pool")
+        pool.wait_ready()
+        print(f"\n== sandbox ({pool.backend_name}): a stateless run through a warm pool")
         code = "import sys, os\nprint(sum(range(10**6)), 'as uid', os.getuid(), 'on', sys.platform)"
         start = time.perf_counter()
         result = pool.run(code)
@@ -81,12 +106,30 @@ def sandbox_demo(backend: str | None) -> None:
               f"{timed_out.duration_ms:.0f} ms, partial output {timed_out.stdout.strip()!r}")
 
 
+def tool_demo(episodes: int) -> None:
+    """Math with GEM's ``python_tool`` wrapper: the tool call runs in the default pool."""
+    from gem_sandbox.sandbox import config
+
+    backend = config.resolve_backend_name(config.backend_name())
+    env: Env = gem.make("math:Arithmetic-v0")
+    for wrapper in get_wrapper_fns("python_tool"):
+        env = wrapper(env)
+    for episode in range(episodes):
+        print(f"\n== math:Arithmetic-v0 + python_tool ({backend} sandbox), episode {episode + 1}")
+        total = play(env, python_tool_user, seed=episode)
+        print(f"  episode return {total:+.2f} (0.05 per tool use + 0.25 per success + 1.0 if correct)")
+    env.close()
+
+
 def main(episodes: int = 1, backend: str | None = None) -> int:
+    if backend:
+        gem.configure(backend)
     for env_id, policy in DEMOS.items():
         env = gem.make(env_id)
         for episode in range(episodes):
             print(f"\n== {env_id}, episode {episode + 1}")
             total = play(env, policy, seed=episode)
             print(f"  episode return {total:+.2f}")
+    tool_demo(episodes)
     sandbox_demo(backend)
     return 0

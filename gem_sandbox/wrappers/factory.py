@@ -1,7 +1,8 @@
 """GEM's wrapper-factory names: ``get_wrapper_fns("python_tool,concat_chat", tokenizer)``.
 
 Order matters when composing: a tool wrapper first, then an observation wrapper, then
-``episode_tracking`` outermost.
+``episode_tracking`` outermost. As in GEM, each name's tools are built once and shared by every
+env it wraps; the tools keep no per-episode state, so sharing them is safe.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from gem_sandbox.core import Env
 from gem_sandbox.tools.calculator import CalculatorTool
+from gem_sandbox.tools.python import PythonCodeTool
 from gem_sandbox.tools.search import SearchTool
 from gem_sandbox.wrappers.episode_tracking import EpisodeTrackingWrapper
 from gem_sandbox.wrappers.observation import ObservationWrapper
@@ -20,6 +22,19 @@ from gem_sandbox.wrappers.tool_env import ToolEnvWrapper
 WrapperFn = Callable[[Env], Env]
 
 WRAPPER_FACTORY: dict[str, Callable[..., Env]] = {
+    "python_tool": partial(
+        ToolEnvWrapper, tools=[PythonCodeTool(timeout=5)], tool_reward=0.05, tool_success_reward=0.25, max_tool_uses=5
+    ),
+    "python_tool_no_int_reward": partial(
+        ToolEnvWrapper, tools=[PythonCodeTool(timeout=5)], tool_reward=0.0, tool_success_reward=0.0, max_tool_uses=5
+    ),
+    "python_tool_no_int_reward_last_line_error": partial(
+        ToolEnvWrapper,
+        tools=[PythonCodeTool(timeout=5, keep_error_last_line=True)],
+        tool_reward=0.0,
+        tool_success_reward=0.0,
+        max_tool_uses=5,
+    ),
     "calculator_tool": partial(
         ToolEnvWrapper, tools=[CalculatorTool()], tool_reward=0.05, tool_success_reward=0.25, max_tool_uses=5
     ),

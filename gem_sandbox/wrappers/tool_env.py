@@ -7,19 +7,33 @@ from typing import Any
 
 from gem_sandbox._loop import run_sync
 from gem_sandbox.core import Env, EnvWrapper, ResetReturn, StepReturn
-from gem_sandbox.tools.base import Tool
+from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
+from gem_sandbox.tools.context import EpisodeSandboxes, episode_scope
+from gem_sandbox.tools.parsing import ToolCallError, find_call
 
 MAX_USES_MESSAGE = "\n\nReached the maximum number of tool use. Please output final answer directly."
+INVALID_CALL_TYPE = "invalid_tool_call"  # info["tool_type"] of a JSON call that named no usable tool
 
 
 class ToolEnvWrapper(EnvWrapper):
     """Runs the first complete tool call in each action and returns its output as the next
     observation; an action without a tool call (or past ``max_tool_uses``) goes to the env.
 
-    Rewards ``tool_reward`` per parsed call and ``tool_success_reward`` more when it succeeds.
+    A call is any tool's own format or a JSON ``<tool_call>`` naming a tool; the one that ends
+    first wins. A JSON call that names no tool or is malformed is answered with an error
+    observation and counts as a use that failed.
+
+    Rewards ``tool_reward`` per call and ``tool_success_reward`` more when it succeeds.
     Info keys follow GEM: ``tool_use_counter``, ``tool_success_counter``, their ``prev_ep_``
-    forms on reset, ``use_tool``, ``parsed_action`` and ``tool_type``. Unlike GEM, ``use_tool``
-    is True only for steps that a tool answered, so chat templates give those the tool role.
+    forms on reset, ``use_tool``, ``parsed_action`` and ``tool_type``; ``tool_status`` gives a
+    sandboxed call's run status (``infra_error`` marks a sample to mask, not to score). Unlike
+    GEM, ``use_tool`` is True only for steps that a tool answered, so chat templates give those
+    the tool role.
+
+    Per-episode sandbox state belongs here, not to the (shared) tools: the episode's sandbox is
+    leased on its first stateful call and released when the episode ends, on reset and on
+    close. In a vector env stepped in lockstep every stateful episode holds a sandbox, so give
+    such pools ``max_size`` >= the number of envs.
     """
 
     def __init__(
@@ -31,12 +45,16 @@ class ToolEnvWrapper(EnvWrapper):
         max_tool_uses: int | None = 10,
     ) -> None:
         super().__init__(env)
+        names = [tool.name for tool in tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool names must be unique (JSON calls pick tools by name): {names}")
         self.tools = list(tools)
         self.tool_reward = tool_reward
         self.tool_success_reward = tool_success_reward
         self.max_tool_uses = float("inf") if max_tool_uses is None else max_tool_uses
         self.tool_use_counter = 0
         self.tool_success_counter = 0
+        self.sandboxes = EpisodeSandboxes()
 
     @property
     def blocking(self) -> bool:  # type: ignore[override]
@@ -50,7 +68,12 @@ class ToolEnvWrapper(EnvWrapper):
         lines = "\n".join(tool.instruction_string() for tool in self.tools)
         return f"Available tools:\n{lines}" if len(self.tools) > 1 else lines
 
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI-style function schemas of the tools, e.g. for a chat template's ``tools=``."""
+        return [tool.schema() for tool in self.tools]
+
     async def areset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
+        await self.sandboxes.release()
         prev_uses, prev_successes = self.tool_use_counter, self.tool_success_counter
         self.tool_use_counter = self.tool_success_counter = 0
         obs, info = await self.env.areset(seed=seed, **kwargs)
@@ -64,15 +87,14 @@ class ToolEnvWrapper(EnvWrapper):
         return f"{obs}\n{self.instruction_string()}", info
 
     async def astep(self, action: Any) -> StepReturn:
-        calls = []
-        if self.tool_use_counter < self.max_tool_uses:
-            calls = [(call, tool) for tool in self.tools if (call := tool.parse(action)) is not None]
-        if not calls:
+        call = find_call(action, self.tools) if self.tool_use_counter < self.max_tool_uses else None
+        if call is None:
             obs, reward, terminated, truncated, info = await self.env.astep(action)
             info.update(use_tool=False)
+            if terminated or truncated:
+                await self.sandboxes.release()
         else:
-            call, tool = min(calls, key=lambda pair: pair[0].end)
-            output = await tool.aexecute(call)
+            output, tool_type = await self._execute(call)
             self.tool_use_counter += 1
             reward = self.tool_reward
             if not output.error:
@@ -82,9 +104,22 @@ class ToolEnvWrapper(EnvWrapper):
             if self.tool_use_counter == self.max_tool_uses:
                 obs += MAX_USES_MESSAGE
             terminated = truncated = False
-            info = {"parsed_action": call.parsed_action, "tool_type": tool.tool_type, "use_tool": True}
+            info = {"parsed_action": call.parsed_action, "tool_type": tool_type, "use_tool": True}
+            if "status" in output.details:
+                info["tool_status"] = output.details["status"]
         info.update(tool_use_counter=self.tool_use_counter, tool_success_counter=self.tool_success_counter)
         return obs, reward, terminated, truncated, info
+
+    async def _execute(self, call: ToolCall | ToolCallError) -> tuple[ToolOutput, str]:
+        if isinstance(call, ToolCallError):
+            return ToolOutput(f"Tool call error: {call.message}\n", error=True), INVALID_CALL_TYPE
+        tool = next(tool for tool in self.tools if tool.name == call.tool)
+        with episode_scope(self.sandboxes):
+            return await tool.aexecute(call), tool.tool_type
+
+    async def aclose(self) -> None:
+        await self.sandboxes.release()
+        await self.env.aclose()
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
         return run_sync(self.areset, seed, **kwargs)
@@ -92,7 +127,17 @@ class ToolEnvWrapper(EnvWrapper):
     def step(self, action: Any) -> StepReturn:
         return run_sync(self.astep, action)
 
+    def close(self) -> None:
+        run_sync(self.aclose)
+
+    def spawn(self, same_state: bool = False, **kwargs: Any) -> Env:
+        clone = super().spawn(same_state=same_state, **kwargs)
+        assert isinstance(clone, ToolEnvWrapper)
+        clone.sandboxes = EpisodeSandboxes()  # a sandbox is leased by one episode only
+        return clone
+
     def get_state(self) -> dict[str, Any]:
+        """The env's state and the tool counters (a sandbox's contents are not captured)."""
         return {
             **self.env.get_state(),
             "tool_use_counter": self.tool_use_counter,

@@ -1,0 +1,1 @@
+"""Drop-in integrations that route other projects' code execution through gem-sandbox."""

@@ -1,0 +1,121 @@
+"""GEM's Python tool, run in a real sandbox: ``<python>...</python>`` or a ```` ```python ``` ````
+block in, ``Code execution result: ...`` out.
+
+Parsing, the instruction string and the observation follow GEM's ``PythonCodeTool`` exactly.
+What differs is where and how the code runs: in a pooled sandbox instead of a host subprocess
+behind a substring blacklist, with the timeout really applied, output bounded (head and tail
+kept, the cut marked) and decoded leniently, and no silent re-run with extra imports.
+
+Two modes:
+
+* stateless (default, GEM's semantics): every block is a complete script, run on any warm
+  sandbox of the pool and forgotten;
+* ``stateful=True``: every block runs in one persistent Python namespace per episode, a kernel
+  on the sandbox the episode leased, so variables, functions and imports carry over.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+from gem_sandbox.sandbox.pool import SandboxPool
+from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.tools.base import ToolCall
+from gem_sandbox.tools.sandboxed import DEFAULT_MAX_OUTPUT_CHARS, SandboxTool, cap, status_note
+
+# GEM's two block forms; each is searched once and the block that ends first wins.
+_PATTERNS = (re.compile(r"<python>(.*?)</python>", re.DOTALL), re.compile(r"```\n?python(.*?)```", re.DOTALL))
+
+# GEM's sandbox_type values that are not backend names.
+_GEM_SANDBOX_TYPES = {"none": None, "bwrap": "local"}
+
+OBSERVATION_PREFIX = "Code execution result: "
+
+_INTRODUCTION = (
+    "Solve the above problem step by step. You now have the ability to selectively write "
+    "executable Python code to enhance your reasoning process. "
+    "The Python code will be executed by an external sandbox, "
+    'and the output (after "Code execution result: ") is returned to aid your reasoning '
+    "and help you arrive at the final answer. "
+)
+GEM_INSTRUCTION = (
+    _INTRODUCTION + "The Python code should be complete scripts, including necessary imports, "
+    "wrapped within <python>...</python> tags or using ```python...``` code block. "
+    "Return your final answer within \\boxed{}."
+)
+STATEFUL_INSTRUCTION = (
+    _INTRODUCTION + "Your code runs in one persistent Python session: variables, functions and imports "
+    "from earlier code are still defined. "
+    "Wrap the code within <python>...</python> tags or use a ```python...``` code block. "
+    "Return your final answer within \\boxed{}."
+)
+
+
+def backend_for(sandbox_type: str) -> str | None:
+    """The backend a GEM ``sandbox_type`` means: ``"none"`` is the configured default backend
+    (never an unisolated run), ``"bwrap"`` the local one, anything else a backend name."""
+    return _GEM_SANDBOX_TYPES.get(sandbox_type, sandbox_type)
+
+
+class PythonCodeTool(SandboxTool):
+    """GEM's ``PythonCodeTool(timeout, sandbox_type, keep_error_last_line)``, sandboxed.
+
+    ``keep_error_last_line`` shows only the last line of stderr (usually the exception).
+    ``pool`` overrides the pool that ``sandbox_type`` would select; ``max_output_chars`` bounds
+    the observation.
+    """
+
+    name: ClassVar[str] = "python"
+    tool_type: ClassVar[str] = "python_code"
+    description: ClassVar[str] = "Run Python code in a sandbox and return what it prints (stdout, then stderr)."
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "description": "Python source, e.g. print(2**10)"}},
+        "required": ["code"],
+    }
+
+    def __init__(
+        self,
+        timeout: float = 5,
+        sandbox_type: str = "none",
+        keep_error_last_line: bool = False,
+        *,
+        stateful: bool = False,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        pool: SandboxPool | None = None,
+    ) -> None:
+        super().__init__(timeout, backend=backend_for(sandbox_type), pool=pool, max_output_chars=max_output_chars)
+        self.sandbox_type = sandbox_type
+        self.keep_error_last_line = keep_error_last_line
+        self.stateful = stateful
+
+    def instruction_string(self) -> str:
+        return STATEFUL_INSTRUCTION if self.stateful else GEM_INSTRUCTION
+
+    def parse(self, action: str) -> ToolCall | None:
+        matches = [m for pattern in _PATTERNS if (m := pattern.search(action))]
+        if not matches:
+            return None
+        first = min(matches, key=lambda m: m.end())
+        return ToolCall(self.name, {"code": first.group(1).strip()}, action[: first.end()], first.end())
+
+    async def run(self, call: ToolCall) -> ExecResult:
+        code = str(call.arguments["code"])
+        if self.stateful:
+            return await self.run_in_episode(lambda sandbox: sandbox.kernel_exec(code, timeout=self.timeout))
+        return await self.run_stateless(lambda pool: pool.run(code, "python", timeout=self.timeout))
+
+    def observation(self, result: ExecResult) -> str:
+        """GEM's: stdout, then stderr on a new line when there is any, left-stripped, after
+        ``Code execution result: `` and before a newline. How a run ended abnormally is said
+        where the error would be."""
+        stdout, stderr = result.stdout, result.stderr.strip()
+        note = status_note(result, self.timeout)
+        if note is not None:  # a timeout's traceback is only the interrupt: the note replaces it
+            keep = stderr and result.status not in (Status.TIMEOUT, Status.INFRA_ERROR)
+            stderr = f"{stderr}\n{note}" if keep else note
+        if stderr and self.keep_error_last_line:
+            stderr = stderr.split("\n")[-1]
+        text = f"{stdout}\n{stderr}" if stderr else stdout
+        return OBSERVATION_PREFIX + cap(text.lstrip(" \n"), self.max_output_chars) + "\n"

@@ -1,0 +1,109 @@
+"""What tools that run code in a sandbox (Python, shell) share: reaching a sandbox, turning
+an :class:`ExecResult` into an outcome, and bounding what goes back into the model's context.
+
+A call's outcome never raises: a sandbox that cannot be had or that dies mid-call becomes an
+``infra_error`` result, which the observation states plainly and ``ToolOutput.details["status"]``
+carries so trainers can mask the sample instead of scoring the model for it.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.sandbox.config import BACKENDS
+from gem_sandbox.sandbox.errors import SandboxError
+from gem_sandbox.sandbox.pool import SandboxPool
+from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
+from gem_sandbox.tools.context import EpisodeSandboxes, current_episode, resolve_pool
+
+DEFAULT_MAX_OUTPUT_CHARS = 4000
+
+
+def succeeded(result: ExecResult) -> bool:
+    """The code ran to a zero exit (output cut at the cap still counts)."""
+    return result.status is Status.OK or (result.status is Status.OUTPUT_LIMIT and result.exit_code == 0)
+
+
+def status_note(result: ExecResult, timeout: float) -> str | None:
+    """A line saying how a run that did not simply exit ended, or None when it did."""
+    if result.status is Status.TIMEOUT:
+        return f"Execution timed out after {timeout} seconds."
+    if result.status is Status.OOM:
+        return "Execution ran out of memory."
+    if result.status is Status.KILLED:
+        return f"Execution was killed (signal {result.signal})."
+    if result.status is Status.INFRA_ERROR:
+        return f"Sandbox failure, not an error in the code: {result.stderr.strip() or 'the sandbox died'}"
+    return None
+
+
+def cap(text: str, max_chars: int) -> str:
+    """``text`` with its middle cut out beyond ``max_chars``, saying how much was cut."""
+    if len(text) <= max_chars:
+        return text
+    head = max_chars // 2
+    tail = max_chars - head
+    return f"{text[:head]}\n[... {len(text) - max_chars} characters truncated ...]\n{text[len(text) - tail :]}"
+
+
+class SandboxTool(Tool):
+    """A tool whose calls run in a sandbox from ``pool`` (see :mod:`gem_sandbox.tools.context`
+    for the pool used without one); ``backend`` picks the default pool's backend."""
+
+    def __init__(
+        self,
+        timeout: float,
+        *,
+        backend: str | None = None,
+        pool: SandboxPool | None = None,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    ) -> None:
+        if backend not in (None, "auto", *BACKENDS):
+            raise ValueError(f"unknown sandbox backend {backend!r}; choose one of: auto, {', '.join(BACKENDS)}")
+        self.timeout = timeout
+        self.backend = backend
+        self.pool = pool
+        self.max_output_chars = max_output_chars
+
+    @abc.abstractmethod
+    async def run(self, call: ToolCall) -> ExecResult:
+        """Run the call in a sandbox."""
+
+    @abc.abstractmethod
+    def observation(self, result: ExecResult) -> str:
+        """What the model reads back."""
+
+    async def aexecute(self, call: ToolCall) -> ToolOutput:
+        try:
+            result = await self.run(call)
+        except SandboxError as exc:  # no sandbox to be had: the infrastructure failed, not the call
+            result = ExecResult.infra_error(str(exc))
+        details: dict[str, Any] = {
+            "status": result.status.value,
+            "exit_code": result.exit_code,
+            "duration_ms": result.duration_ms,
+            "truncated": result.truncated,
+        }
+        return ToolOutput(self.observation(result), error=not succeeded(result), details=details)
+
+    async def run_stateless(self, fn: Callable[[SandboxPool], Awaitable[ExecResult]]) -> ExecResult:
+        """``fn(pool)`` on the pool's loop: a one-shot run on any warm sandbox."""
+        ref = await resolve_pool(self.pool, self.backend)
+        return await ref.call(partial(fn, ref.pool))
+
+    async def run_in_episode(self, fn: Callable[[Sandbox], Awaitable[ExecResult]]) -> ExecResult:
+        """``fn(sandbox)`` on the current episode's sandbox, leased on first use. Outside an
+        episode (a tool called directly) the state lasts this one call."""
+        ref = await resolve_pool(self.pool, self.backend)
+        episode = current_episode()
+        if episode is None:
+            async with EpisodeSandboxes() as one_call:
+                sandbox = await one_call.sandbox(ref)
+                return await ref.call(partial(fn, sandbox))
+        sandbox = await episode.sandbox(ref)
+        return await ref.call(partial(fn, sandbox))

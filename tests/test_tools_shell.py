@@ -1,0 +1,81 @@
+"""The shell tool: one persistent bash session per episode, exit codes, timeouts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gem_sandbox.sandbox.pool import SandboxPool
+from gem_sandbox.tools.python import PythonCodeTool
+from gem_sandbox.tools.shell import ShellTool
+from gem_sandbox.wrappers import ToolEnvWrapper
+from tests.helpers import CountdownEnv
+from tests.tool_fixtures import anyio_backend, pool  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.anyio
+
+
+def shell_env(pool: SandboxPool, **kwargs) -> ToolEnvWrapper:
+    return ToolEnvWrapper(CountdownEnv(length=9), [ShellTool(pool=pool, **kwargs)])
+
+
+def test_the_call_is_the_first_bash_block():
+    call = ShellTool().parse("first <bash>\nls -l\n</bash> then <bash>pwd</bash>")
+    assert call is not None
+    assert call.arguments == {"command": "ls -l"} and call.parsed_action == "first <bash>\nls -l\n</bash>"
+    assert ShellTool().parse("<bash>unclosed") is None
+
+
+async def test_cd_and_exports_persist_within_an_episode(pool: SandboxPool):
+    env = shell_env(pool)
+    await env.areset(seed=0)
+    obs, *_ = await env.astep("<bash>mkdir -p project && cd project && export GREETING=hello</bash>")
+    assert obs == "Shell result (exit code 0):\n"
+    obs, *_ = await env.astep("<bash>pwd; echo $GREETING</bash>")
+    directory, greeting = obs.removeprefix("Shell result (exit code 0):\n").splitlines()
+    assert directory.endswith("/project") and greeting == "hello"
+    await env.aclose()
+
+
+async def test_a_new_episode_gets_a_fresh_session(pool: SandboxPool):
+    env = shell_env(pool)
+    await env.areset(seed=0)
+    await env.astep("<bash>export GREETING=hello; touch mark</bash>")
+    await env.areset()
+    obs, *_ = await env.astep("<bash>echo ${GREETING:-unset}; ls</bash>")
+    assert obs == "Shell result (exit code 0):\nunset\n"
+    await env.aclose()
+
+
+async def test_the_observation_shows_output_and_the_exit_code(pool: SandboxPool):
+    env = shell_env(pool)
+    await env.areset(seed=0)
+    obs, _, _, _, info = await env.astep("<bash>echo out; echo err >&2; false</bash>")
+    assert obs == "Shell result (exit code 1):\nout\nerr\n"
+    assert info["tool_success_counter"] == 0 and info["tool_type"] == "shell"
+    await env.aclose()
+
+
+async def test_the_timeout_is_applied_and_the_session_survives(pool: SandboxPool):
+    env = shell_env(pool, timeout=1)
+    await env.areset(seed=0)
+    await env.astep("<bash>export KEPT=yes</bash>")
+    started = time.monotonic()
+    obs, *_ = await env.astep("<bash>sleep 30</bash>")
+    assert time.monotonic() - started < 3
+    assert obs.startswith("Shell result (timed out):\n") and obs.endswith("Execution timed out after 1 seconds.\n")
+    obs, *_ = await env.astep("<bash>echo $KEPT</bash>")
+    assert obs == "Shell result (exit code 0):\nyes\n"
+    await env.aclose()
+
+
+async def test_shell_and_stateful_python_share_the_episodes_sandbox(pool: SandboxPool):
+    env = ToolEnvWrapper(CountdownEnv(length=9), [ShellTool(pool=pool), PythonCodeTool(pool=pool, stateful=True)])
+    await env.areset(seed=0)
+    await env.astep("<bash>echo 42 > answer.txt</bash>")
+    obs, *_ = await env.astep("<python>print(open('answer.txt').read().strip())</python>")
+    assert obs == "Code execution result: 42\n\n"
+    assert pool.stats.leased == 1
+    await env.aclose()
+    assert pool.stats.leased == 0
