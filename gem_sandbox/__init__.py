@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 
 def configure(backend: str | None = None, **options: object):
-    """Choose the sandbox backend (``auto``, ``local``, ``docker``, ``e2b``, ``process``) and
+    """Choose the sandbox backend (``auto``, ``local``, ``docker``, ``process``) and
     pool options for pools created from now on. See :mod:`gem_sandbox.sandbox.config`."""
     from gem_sandbox.sandbox.config import configure as _configure
 

@@ -23,7 +23,6 @@ BACKENDS = {
     "docker": "gem_sandbox.sandbox.backends.docker:DockerBackend",
     "local": "gem_sandbox.sandbox.backends.local:LocalBackend",
     "process": "gem_sandbox.sandbox.backends.local:ProcessBackend",
-    "e2b": "gem_sandbox.sandbox.backends.e2b:E2BBackend",
 }
 AUTO_ORDER = ("docker", "local")
 ENV_PREFIX = "GEM_SANDBOX_"
@@ -39,7 +38,7 @@ def backend_class(name: str) -> type[Backend]:
     try:
         return getattr(importlib.import_module(module), attr)
     except ImportError as exc:
-        extra = {"docker": "docker", "e2b": "e2b"}.get(name)
+        extra = {"docker": "docker"}.get(name)
         hint = f" (pip install 'gem-sandbox[{extra}]')" if extra else ""
         raise BackendNotAvailable(f"the {name} backend cannot be imported: {exc}{hint}") from exc
 
