@@ -81,3 +81,36 @@ async def test_containers_of_another_host_are_kept(
         assert [c.id for c in pool_containers(docker_client, TEST_POOL)] == [other.id]
     finally:
         other.remove(force=True)
+
+
+POOL_OWNER_SCRIPT = """
+import anyio
+from gem_sandbox.sandbox.backends.docker import DockerBackend
+from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
+
+async def main():
+    async with SandboxPool(DockerBackend(), PoolConfig(min_idle=2, max_size=2), name={pool!r}) as pool:
+        await pool.wait_ready(60)
+        print("ready", flush=True)
+        await anyio.sleep(120)
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_an_owner_stopped_by_a_signal_removes_its_containers(
+    docker_client: docker.DockerClient, sandbox_image: str, signum: int
+) -> None:
+    pool = f"{TEST_POOL}-signal-{signum}"
+    owner = subprocess.Popen(
+        [sys.executable, "-c", POOL_OWNER_SCRIPT.format(pool=pool)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert owner.stdout.readline().strip() == "ready"
+        assert len(pool_containers(docker_client, pool)) == 2
+        owner.send_signal(signum)
+        owner.wait(timeout=30)
+    finally:
+        owner.kill()
+    assert pool_containers(docker_client, pool) == []

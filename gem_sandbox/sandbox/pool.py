@@ -18,6 +18,8 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import signal
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
@@ -113,6 +115,7 @@ class SandboxPool:
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> SandboxPool:
+        exit_on_sigterm()
         reaped = await self.backend.reap_orphans()
         if reaped:
             log.warning("removed %d sandboxes left by owners that died", reaped)
@@ -390,3 +393,18 @@ class SandboxPool:
     def __repr__(self) -> str:
         s = self.stats
         return f"<SandboxPool {self.name} {self.backend.name} idle={s.idle} leased={s.leased} starting={s.starting}>"
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM unwind the process like Ctrl-C does (``SystemExit(143)``), so every pool
+    closes and removes its sandboxes instead of dying with them running. Only when SIGTERM
+    still has its default action and we are on the main thread: a handler the application
+    installed is never replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_system_exit)
+
+
+def _raise_system_exit(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
