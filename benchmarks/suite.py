@@ -86,7 +86,8 @@ async def burst(pool: SandboxPool, leases: int) -> tuple[float, float]:
         nonlocal ok
         start = time.perf_counter()
         async with pool.lease() as sandbox:
-            ok += (await sandbox.run(TRIVIAL)).ok
+            result = await sandbox.run(TRIVIAL)  # awaited before ``ok`` is read: no lost update
+            ok += result.ok
         samples.append((time.perf_counter() - start) * 1000)
 
     async with anyio.create_task_group() as tg:
