@@ -1,5 +1,6 @@
-"""A Docker daemon restart does not wedge the backend: launches work again without any manual
-step, and one started while the daemon is down completes once it is back.
+"""A Docker daemon restart does not wedge the backend or the pool: launches work again without
+any manual step, one started while the daemon is down completes once it is back, and a pool
+replaces the sandboxes the restart took down.
 
 This stops and restarts the daemon of this machine (the one in /var/run/docker.pid), so it
 runs last among the Docker tests (files run in name order) and needs root.
@@ -22,6 +23,8 @@ import pytest
 from gem_sandbox.agent import protocol
 from gem_sandbox.sandbox.backends.base import SandboxSpec
 from gem_sandbox.sandbox.backends.docker import DockerBackend, DockerOptions
+from gem_sandbox.sandbox.errors import SandboxUnavailable
+from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
 from tests.docker_fixtures import docker_client, sandbox_image, spec  # noqa: F401
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.slow]
@@ -42,9 +45,21 @@ class Daemon:
     def stop(self) -> None:
         os.kill(self.pid, signal.SIGTERM)
         deadline = time.monotonic() + 60
-        while Path(f"/proc/{self.pid}").exists():
+        while self.running():
             assert time.monotonic() < deadline, "dockerd did not stop within 60s"
             time.sleep(0.1)
+
+    def running(self) -> bool:
+        """Alive and not a zombie (a daemon an earlier test started is this process's child)."""
+        try:
+            os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            pass  # not our child: its parent reaps it
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
     def start(self) -> None:
         with open("/var/log/dockerd.log", "ab") as log:
@@ -94,7 +109,7 @@ async def test_launches_work_again_after_a_daemon_restart(
             await anyio.sleep(1)
             await anyio.to_thread.run_sync(daemon.start)
     finally:
-        if not Path(f"/proc/{daemon.pid}").exists():
+        if not daemon.running():
             daemon.start()
     assert ops == ["hello"]
 
@@ -103,4 +118,33 @@ async def test_launches_work_again_after_a_daemon_restart(
             await box.stream.receive()
     await box.kill()
     assert await hello(backend, spec) == "hello"
+    await backend.aclose()
+
+
+async def test_a_pool_recovers_from_a_daemon_restart_without_a_manual_step(
+    sandbox_image: str, spec: SandboxSpec
+) -> None:
+    backend = DockerBackend(DockerOptions(image=sandbox_image, retry_s=60))
+    daemon = Daemon()
+    config = PoolConfig(min_idle=2, max_size=2, health_interval=0.5, spec=spec)
+    async with SandboxPool(backend, config) as pool:
+        await pool.wait_ready(60)
+        assert (await pool.run("print(1)")).stdout == "1\n"
+        await anyio.to_thread.run_sync(daemon.stop)
+        try:
+            with anyio.fail_after(30):  # the stopped daemon took the sandboxes with it
+                while any(slot.sandbox.alive for slot in pool._all):
+                    await anyio.sleep(0.1)
+        finally:
+            await anyio.to_thread.run_sync(daemon.start)
+        with anyio.fail_after(90):
+            while True:  # the supervisor replaces the dead sandboxes once launches work again
+                try:
+                    result = await pool.run("print(3)")
+                except SandboxUnavailable:
+                    result = None
+                if result is not None and result.ok:
+                    break
+                await anyio.sleep(0.2)
+        assert result.stdout == "3\n" and pool.stats.replacements >= 1
     await backend.aclose()

@@ -105,6 +105,7 @@ class SandboxPool:
         self._idle: deque[_Slot] = deque()
         self._leased: dict[int, _Slot] = {}  # id(sandbox) -> slot
         self._all: set[_Slot] = set()
+        self._probing: set[_Slot] = set()
         self._waiters: deque[_Waiter] = deque()
         self._starting = 0
         self._recycling = 0
@@ -310,7 +311,7 @@ class SandboxPool:
                 await self._wake.wait()
             self._wake = anyio.Event()
             if time.monotonic() >= next_health:
-                await self._check_health()
+                self._check_health()
                 next_health = time.monotonic() + cfg.health_interval
             population = len(self._all) + self._starting
             for _ in range(max(0, self._wanted() - population)):
@@ -323,22 +324,27 @@ class SandboxPool:
             else:
                 backoff = 0.0
 
-    async def _check_health(self) -> None:
-        """Ping idle sandboxes; replace the dead, the unresponsive and the expired."""
+    def _check_health(self) -> None:
+        """Probe idle sandboxes in the background, one probe per sandbox at a time: probes
+        never hold up the supervisor, since killing a dead box can wait on a daemon."""
+        assert self._tg is not None
+        for slot in list(self._idle):
+            if slot not in self._probing:
+                self._probing.add(slot)
+                self._tg.start_soon(self._probe, slot)
 
-        async def probe(slot: _Slot) -> None:
-            try:
-                healthy = slot.sandbox.alive and not self._too_old(slot)
-                if healthy:
-                    await slot.sandbox.ping(timeout=5.0)
-            except (SandboxError, TimeoutError):
-                healthy = False
-            if not healthy and slot in self._idle:
-                await self._destroy(slot, True)
-
-        async with anyio.create_task_group() as tg:
-            for slot in list(self._idle):
-                tg.start_soon(probe, slot)
+    async def _probe(self, slot: _Slot) -> None:
+        """Replace an idle sandbox that is dead, unresponsive or expired."""
+        try:
+            healthy = slot.sandbox.alive and not self._too_old(slot)
+            if healthy:
+                await slot.sandbox.ping(timeout=5.0)
+        except (SandboxError, TimeoutError):
+            healthy = False
+        finally:
+            self._probing.discard(slot)
+        if not healthy and slot in self._idle:
+            await self._destroy(slot, True)
 
     async def _launch(self) -> None:
         cfg = self.config
