@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 import gem_sandbox as gem
 from gem_sandbox.core import Env
+from gem_sandbox.sandbox.errors import BackendNotAvailable
 from gem_sandbox.wrappers.factory import get_wrapper_fns
 
 Policy = Callable[[str], Iterator[str]]
@@ -130,6 +131,10 @@ def main(episodes: int = 1, backend: str | None = None) -> int:
             print(f"\n== {env_id}, episode {episode + 1}")
             total = play(env, policy, seed=episode)
             print(f"  episode return {total:+.2f}")
-    tool_demo(episodes)
-    sandbox_demo(backend)
+    try:
+        tool_demo(episodes)
+        sandbox_demo(backend)
+    except BackendNotAvailable as exc:
+        print(f"\n== no sandbox can run here: {exc}\n   `gem-sandbox doctor` says what to install.")
+        return 1
     return 0
