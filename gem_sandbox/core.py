@@ -16,6 +16,7 @@ sync-native envs are called inline from async callers when their steps are cheap
 from __future__ import annotations
 
 import copy
+import functools
 import random
 from typing import Any, Generic, SupportsFloat, TypeVar
 
@@ -31,7 +32,13 @@ StepReturn = tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]
 
 
 def _overrides(obj: object, name: str) -> bool:
-    return getattr(type(obj), name) is not getattr(Env, name)
+    return _class_overrides(type(obj), name)
+
+
+@functools.cache
+def _class_overrides(cls: type, name: str) -> bool:
+    """Whether ``cls`` replaces ``Env.<name>``; cached, as vector envs ask per env per step."""
+    return getattr(cls, name) is not getattr(Env, name)
 
 
 class Env(Generic[ObsType, ActType]):

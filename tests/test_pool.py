@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from gem_sandbox.sandbox.backends.base import Backend, SandboxSpec
-from gem_sandbox.sandbox.backends.local import LocalBackend
+from gem_sandbox.sandbox.backends.local import LocalBackend, bwrap_processes
 from gem_sandbox.sandbox.errors import AcquireTimeout, PoolClosed, SandboxUnavailable
 from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
 from gem_sandbox.sandbox.result import Status
@@ -25,18 +25,8 @@ def pool(**options) -> SandboxPool:
 
 
 def bwrap_children() -> list[int]:
-    """Processes whose parent is this test process and whose command is bwrap."""
-    me, found = os.getpid(), []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = open(f"/proc/{entry}/stat").read()
-            except OSError:
-                continue
-            name, ppid = stat[stat.index("(") + 1 : stat.rindex(")")], int(stat[stat.rindex(")") + 2 :].split()[1])
-            if ppid == me and name == "bwrap":
-                found.append(int(entry))
-    return found
+    """The bwrap launchers of local sandboxes that this test process started."""
+    return [p.pid for p in bwrap_processes() if not p.init and p.ppid == os.getpid()]
 
 
 async def test_a_released_sandbox_is_reset_and_reused():

@@ -164,9 +164,8 @@ class Runner:
                 [note.ended, flooded], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
             if done and not flood.is_set():
-                drained = asyncio.gather(readers[0].eof, readers[1].eof)
                 linger = min(LINGER, max(0.0, started + timeout - loop.time()))
-                await asyncio.wait([drained, flooded], timeout=linger, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait([r.eof for r in readers], timeout=linger)
             flooded.cancel()
             duration_ms = (loop.time() - started) * 1000
             noted = note.value if done and not flood.is_set() else None
