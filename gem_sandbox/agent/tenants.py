@@ -127,6 +127,9 @@ class Tenants:
             self.free_uids = collections.deque(self.uid_range)  # FIFO: a uid rests between uses
         self.in_use = set()
         self.exempt = set()  # the agent's own children that run no user code (yet)
+        # Children SIGKILLed after their exit note, while the kernel tears them down. They run
+        # no code any more, and their pids cannot be reused before the reaper reaps them.
+        self.exiting = set()
         self.tokens = set()  # every token handed out since the last reset: escapes keep theirs
 
     @property
@@ -182,13 +185,16 @@ class Tenants:
         return [p for p in table.values() if p.uid == self.agent_uid and p.pid != self.agent_pid]
 
     def _alive(self, table, pids):
-        return set(p for p in pids if p in table and not table[p].zombie and p not in self.exempt)
+        self.exiting &= self.reaper.watched.keys()
+        ignored = self.exempt | self.exiting
+        return set(p for p in pids if p in table and not table[p].zombie and p not in ignored)
 
     async def kill(self, tenant, spare=(), dying=()):
         """SIGKILL every process of ``tenant`` but ``spare``; True once none is left but
         the ``dying`` (processes already on their way out: killed, but not waited for)."""
         for pid in dying:
             _sigkill(pid)
+        self.exiting.update(dying)
         ignored = set(spare) | set(dying)
         return await self._kill_until_gone(
             lambda table: self.members(tenant, table) - ignored, helpers=not spare
