@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 
 import anyio
@@ -168,17 +169,40 @@ async def test_timed_out_bash_returns_partial_output(sandbox: Sandbox):
     assert (result.status, result.stdout) == (Status.TIMEOUT, "before\n")
 
 
-async def test_memory_error_under_the_cap_is_oom(sandbox: Sandbox):
+async def test_a_memory_error_under_the_cap_is_the_programs_own_error(sandbox: Sandbox):
+    # An allocation refused under RLIMIT_AS is handled (or not) by the program: its exit
+    # status is the verdict, as for any other exception. Only the kernel's OOM kill is oom.
     result = await sandbox.run("x = bytearray(1 << 30)", limits=RunLimits(memory_mb=256))
-    assert result.status is Status.OOM and "MemoryError" in result.stderr
+    assert (result.status, result.exit_code) == (Status.ERROR, 1)
+    assert "MemoryError" in result.stderr
 
 
-async def test_cpp_bad_alloc_under_the_cap_is_oom(sandbox: Sandbox):
+async def test_cpp_bad_alloc_under_the_cap_ends_by_its_own_abort(sandbox: Sandbox):
     if "cpp" not in sandbox.hello["languages"]:
         pytest.skip("no g++ in this sandbox")
     code = "#include <vector>\nint main() { std::vector<char> v(1L << 34); return v[0]; }"
     result = await sandbox.run(code, "cpp", timeout=30, limits=RunLimits(memory_mb=512))
-    assert result.status is Status.OOM and "bad_alloc" in result.stderr
+    assert (result.status, result.signal) == (Status.KILLED, signal.SIGABRT)
+    assert "bad_alloc" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "marker", ["MemoryError", "std::bad_alloc", "Cannot allocate memory", "Killed", "oom"]
+)
+async def test_printed_memory_markers_do_not_make_a_failure_oom(sandbox: Sandbox, marker: str):
+    result = await sandbox.run(f"import sys; print({marker!r}, file=sys.stderr); sys.exit(1)")
+    assert (result.status, result.exit_code) == (Status.ERROR, 1)
+
+
+async def test_a_self_sent_sigkill_is_killed_not_oom(sandbox: Sandbox):
+    result = await sandbox.run("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert (result.status, result.signal) == (Status.KILLED, signal.SIGKILL)
+
+
+async def test_a_forged_exit_note_does_not_turn_a_failure_into_success(sandbox: Sandbox):
+    code = "import os\nos.write(3, b'0 0\\n')\nraise AssertionError('tests failed')"
+    result = await sandbox.run(code)
+    assert (result.status, result.exit_code) == (Status.ERROR, 1)
 
 
 async def test_death_by_a_signal_it_sent_itself_is_killed(sandbox: Sandbox):

@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import os
 import sys
 
 from .config import parse_args
@@ -10,6 +11,9 @@ from .server import serve
 
 def main(argv=None):
     config = parse_args(argv)
+    if config.log_fd is not None:
+        os.dup2(config.log_fd, 2)
+        os.close(config.log_fd)
     logging.basicConfig(
         stream=sys.stderr,
         level=config.log_level.upper(),

@@ -22,8 +22,6 @@ import traceback
 from . import linux, pyexec
 from .pipes import PipeWriter
 
-EXIT_NOTE_FD = 3  # Python runs: "<status> <cpu ms>\n" written here just before _exit
-
 # Python sets these at startup; an exec'd program must get them back at their defaults or
 # it inherits "ignored" (``yes | head`` would see EPIPE errors instead of dying quietly).
 _PYTHON_DISPOSITIONS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT)
@@ -93,6 +91,16 @@ def exit_outcome(status):
     return os.WEXITSTATUS(status), None
 
 
+def source_bytes(text):
+    """Code as bytes for a file or a pipe: UTF-8, with the raw bytes a host decoded with
+    ``surrogateescape`` restored, and any other lone surrogate passed through (the program
+    then rejects the invalid UTF-8 itself, as it would from a file)."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
 def cpu_ms(usage):
     return (usage.ru_utime + usage.ru_stime) * 1000.0
 
@@ -115,7 +123,7 @@ def _prepared_child(fds, control_r):
             status = 0  # discarded before it was used
         else:
             os.close(control)
-            status = _obey(json.loads(orders.decode()), _cpu_ms())
+            status = _obey(json.loads(orders.decode()))
     except BaseException:
         try:
             traceback.print_exc()
@@ -126,46 +134,33 @@ def _prepared_child(fds, control_r):
         os._exit(status if isinstance(status, int) else 1)
 
 
-def _obey(orders, cpu_at_start):
+def _obey(orders):
     _apply_rlimits(orders["rlimits"])
+    _first_to_die()
     if orders["uid"] is not None:
         os.setgroups([])
         os.setresgid(orders["gid"], orders["gid"], orders["gid"])
         os.setresuid(orders["uid"], orders["uid"], orders["uid"])
         linux.clear_capabilities()
     linux.set_no_new_privs()
+    linux.deny_shared_kernel_state()
     os.chdir(orders["cwd"])
     os.environ.update(orders["env"])
     if orders["program"] == "python":
-        status = pyexec.run_source(orders["code"], orders["cwd"])
-        _note_exit(status, _cpu_ms() - cpu_at_start)
-        return status
+        return pyexec.run_source(orders["code"], orders["cwd"])
     if orders["program"] == "kernel":
         return pyexec.serve_cells(orders["cwd"])
     return _exec(orders)
 
 
-def _note_exit(status, cpu):
-    """Tell the agent how the run ended before the exit itself, which takes the kernel a
-    while (tearing down the copy of the agent's address space): the agent can answer now.
-    stdio is closed first, so its pipes reach EOF unless a background job holds them."""
-    for fd in (0, 1, 2):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+def _first_to_die():
+    """The kernel's OOM killer picks user code before the agent (while still privileged
+    enough to write the file; raising one's own score needs no capability anyway)."""
     try:
-        os.write(EXIT_NOTE_FD, b"%d %.3f\n" % (status, cpu))
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
     except OSError:
         pass
-
-
-def _cpu_ms():
-    own, children = (
-        resource.getrusage(resource.RUSAGE_SELF),
-        resource.getrusage(resource.RUSAGE_CHILDREN),
-    )
-    return cpu_ms(own) + cpu_ms(children)
 
 
 def _exec(orders):
@@ -174,13 +169,11 @@ def _exec(orders):
     ``argv``."""
     for sig in _PYTHON_DISPOSITIONS:
         signal.signal(sig, signal.SIG_DFL)
-    if orders.get("note"):
-        os.set_inheritable(EXIT_NOTE_FD, False)  # only Python runs write a note
     if orders.get("files"):
         os.mkdir(orders["scratch"], 0o700)
         for name, text in orders["files"].items():
-            with open(os.path.join(orders["scratch"], name), "w", encoding="utf-8") as f:
-                f.write(text)
+            with open(os.path.join(orders["scratch"], name), "wb") as f:
+                f.write(source_bytes(text))
     for argv in orders.get("before", ()):
         code, sig = exit_outcome(_call(argv))
         if code != 0:

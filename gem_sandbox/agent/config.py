@@ -34,6 +34,19 @@ def parse_args(argv=None):
     add("--nproc", type=int, help="RLIMIT_NPROC of each run's uid (uid mode only)")
     add("--threads", type=int, default=1, help="OMP_NUM_THREADS and friends for runs (1)")
     add("--memory-mb", type=int, help="ceiling on every run's RLIMIT_AS, whatever it asks")
+    add(
+        "--oom-counter",
+        metavar="PATH",
+        help="the sandbox cgroup's file with an oom_kill count (memory.events, "
+        "memory.oom_control), or 'auto' to find it under /sys/fs/cgroup; without it no run "
+        "is ever reported as oom",
+    )
+    add(
+        "--stream-fd",
+        type=int,
+        help="speak the protocol on this inherited socket instead of stdin and stdout",
+    )
+    add("--log-fd", type=int, help="log to this inherited descriptor instead of stderr")
     add("--log-level", default="warning", help="stderr log level (warning)")
     config = parser.parse_args(argv)
     if config.gid is None:

@@ -11,12 +11,17 @@ in :func:`.pyexec.serve_cells`.
 import os
 import signal
 
+from .children import source_bytes
 from .sessions import Sessions
 
 
 class Kernels(Sessions):
     def orders(self):
         return {"program": "kernel"}
+
+    def encode(self, seq, text):
+        code = source_bytes(text)
+        return b"%d %d\n%s" % (seq, len(code), code)
 
     async def interrupt(self, session):
         try:

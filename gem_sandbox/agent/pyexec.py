@@ -10,8 +10,8 @@ import os
 import sys
 import types
 
-COMMANDS_FD = 4  # kernels: NUL-terminated commands in
-STATUS_FD = 3  # kernels: one status line out per command
+COMMANDS_FD = 4  # kernels: "<seq> <length>\n" and that many bytes of source, per command
+STATUS_FD = 3  # kernels: "<seq> <0 or 1>\n" out per command
 
 
 def fresh_stdio():
@@ -40,23 +40,22 @@ def run_source(code, cwd):
 
 
 def serve_cells(cwd):
-    """A kernel: run each command from fd 4 in one namespace, answering ``0`` (ok) or ``1``
-    (raised) on fd 3, until the agent hangs up. Like a notebook cell, a command whose last
-    statement is an expression prints its repr."""
+    """A kernel: run each command from fd 4 in one namespace, answering ``<seq> 0`` (ok) or
+    ``<seq> 1`` (raised) on fd 3, until the agent hangs up. Like a notebook cell, a command
+    whose last statement is an expression prints its repr."""
     namespace = _new_main(cwd, "")
-    pending = b""
+    commands = os.fdopen(COMMANDS_FD, "rb", buffering=65536, closefd=False)
     while True:
         try:
-            while b"\0" not in pending:
-                data = os.read(COMMANDS_FD, 65536)
-                if not data:
-                    return _finish(0)
-                pending += data
-            code, pending = pending.split(b"\0", 1)
+            head = commands.readline()
+            if not head:
+                return _finish(0)
+            seq, length = head.split()
+            code = commands.read(int(length))
             failed = _run_cell(code.decode("utf-8", "surrogateescape"), namespace)
             sys.stdout.flush()
             sys.stderr.flush()
-            os.write(STATUS_FD, b"1\n" if failed else b"0\n")
+            os.write(STATUS_FD, b"%s %d\n" % (seq, failed))
         except KeyboardInterrupt:
             continue  # an interrupt that arrived between commands
         except SystemExit as exc:

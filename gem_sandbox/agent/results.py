@@ -2,25 +2,29 @@
 
 import signal
 
-# What an allocation failure under RLIMIT_AS looks like on stderr: Python, C++, glibc/bash.
-_MEMORY_MARKERS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", b"xmalloc")
+from .pipes import Capture
 
 
 def status_of(
-    exit_code, sig, stderr_tail, timed_out=False, flooded=False, interrupted=False, truncated=False
+    exit_code,
+    sig,
+    timed_out=False,
+    flooded=False,
+    interrupted=False,
+    oom_killed=False,
+    truncated=False,
 ):
-    """The result status. ``timed_out``, ``flooded`` and ``interrupted`` say the agent itself
-    ended the command (deadline, output ceiling, reset); a SIGKILL it did not send can only
-    be the kernel's (the OOM killer)."""
+    """The result status, from observations only: the wait status (``exit_code``, ``sig``),
+    the agent's own decisions (``timed_out``, ``flooded``, ``interrupted``: deadline, output
+    ceiling, reset) and the kernel's (``oom_killed``: the cgroup's OOM-kill count rose
+    while the command ran). Nothing the command printed is read."""
     if timed_out or sig == signal.SIGXCPU:
         return "timeout"
     if flooded:
         return "output_limit"
     if interrupted:
         return "killed"
-    if sig == signal.SIGKILL:
-        return "oom"
-    if exit_code and any(marker in stderr_tail[-2048:] for marker in _MEMORY_MARKERS):
+    if sig == signal.SIGKILL and oom_killed:
         return "oom"
     if sig is not None:
         return "killed"
@@ -44,3 +48,13 @@ def result(status, exit_code, sig, out, err, duration_ms, cpu_ms):
         "cpu_ms": round(cpu_ms, 3),
     }
     return fields, stdout + stderr
+
+
+
+def failed_before_start(message, exit_code=2):
+    """A command that could not start for a reason of its own making (bash cannot read a
+    NUL byte): an ``error`` with the reason on stderr, as the program would report it."""
+    data = (message + "\n").encode("utf-8", "replace")
+    err = Capture(len(data))
+    err.add(data)
+    return result("error", exit_code, None, Capture(0), err, 0.0, 0.0)

@@ -34,8 +34,9 @@ def timeout_of(header, default=10.0):
 class Runner:
     """Runs programs; keeps one child prepared ahead (see :mod:`.children`)."""
 
-    def __init__(self, loop, config, reaper, tenants, workspace, programs):
+    def __init__(self, loop, config, reaper, tenants, workspace, oom, programs):
         self.loop = loop
+        self.oom = oom
         self.config = config
         self.reaper = reaper
         self.tenants = tenants
@@ -118,7 +119,6 @@ class Runner:
         if language == "bash":
             return {
                 "program": "exec",
-                "note": True,
                 "scratch": scratch,
                 "files": {"main.sh": code},
                 "argv": [self.programs["bash"], os.path.join(scratch, "main.sh")],
@@ -126,7 +126,6 @@ class Runner:
         source, binary = os.path.join(scratch, "main.cpp"), os.path.join(scratch, "main")
         return {
             "program": "exec",
-            "note": True,
             "scratch": scratch,
             "files": {"main.cpp": code},
             "before": [[self.programs["cpp"], "-O2", "-std=c++17", "-o", binary, source]],
@@ -134,6 +133,10 @@ class Runner:
         }
 
     async def _watch(self, orders, tenant, limits, stdin, timeout):
+        """Start the child and watch it until it ends. The verdict comes from what the
+        kernel and the agent observe: the main process's wait status and rusage, the
+        agent's own deadline, output ceiling and reset, the cgroup's OOM-kill count; never
+        from anything the run writes."""
         loop = self.loop
         generation = self.generation
         out, err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
@@ -154,43 +157,38 @@ class Runner:
             PipeReader(loop, prepared.stdout, sink(out)),
             PipeReader(loop, prepared.stderr, sink(err)),
         ]
-        note = _ExitNote(loop, prepared.note, child.exited)
+        ooms_before = self.oom.count()
         started = loop.time()
         child.start(rlimits=limits.rlimits(), uid=tenant.uid, gid=tenant.gid, **orders)
         PipeWriter(loop, prepared.stdin, close_when_done=True).write(stdin or b"")
         try:
             flooded = loop.create_task(flood.wait())
             done, _ = await asyncio.wait(
-                [note.ended, flooded], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                [child.exited, flooded], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
             if done and not flood.is_set():
                 linger = min(LINGER, max(0.0, started + timeout - loop.time()))
                 await asyncio.wait([r.eof for r in readers], timeout=linger)
             flooded.cancel()
             duration_ms = (loop.time() - started) * 1000
-            noted = note.value if done and not flood.is_set() else None
-            # A process that wrote its exit note is only SIGKILLed, not waited for.
-            gone = await self.tenants.kill(tenant, dying=[child.pid] if noted else ())
-            await asyncio.wait(
-                [r.eof for r in readers] + [note.ended if noted else child.exited], timeout=SETTLE
-            )
+            gone = await self.tenants.kill(tenant)
+            await asyncio.wait([r.eof for r in readers] + [child.exited], timeout=SETTLE)
         finally:
-            for reader in readers + [note.reader]:
+            for reader in readers:
                 reader.close()
-        if noted:
-            code, sig, cpu_ms = noted[0], None, noted[1]
-        elif child.exited.done():
-            code, sig = children.exit_outcome(child.exited.result()[0])
-            cpu_ms = children.cpu_ms(child.exited.result()[1])
+        if child.exited.done():
+            status_word, usage = child.exited.result()
+            code, sig = children.exit_outcome(status_word)
+            cpu_ms = children.cpu_ms(usage)
         else:  # stuck in the kernel past the grace (D state): report what we did to it
             code, sig, cpu_ms = -signal.SIGKILL, signal.SIGKILL, 0.0
         status = results.status_of(
             code,
             sig,
-            err.value(),
             timed_out=not done,
             flooded=flood.is_set(),
             interrupted=generation != self.generation,
+            oom_killed=self.oom.count() > ooms_before,
             truncated=out.truncated or err.truncated,
         )
         if sig == signal.SIGKILL and cpu_ms >= limits.cpu_seconds * 1000:
@@ -200,12 +198,12 @@ class Runner:
 
 
 class _Prepared:
-    """A prepared child and the agent's ends of its stdin, stdout, stderr and exit note."""
+    """A prepared child and the agent's ends of its stdin, stdout and stderr."""
 
     def __init__(self, loop, reaper):
-        ends = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, exit note
-        (in_r, self.stdin), (self.stdout, out_w), (self.stderr, err_w), (self.note, note_w) = ends
-        theirs = (in_r, out_w, err_w, note_w)
+        ends = [os.pipe() for _ in range(3)]
+        (in_r, self.stdin), (self.stdout, out_w), (self.stderr, err_w) = ends
+        theirs = (in_r, out_w, err_w)
         try:
             self.child = Child(loop, reaper, dict(enumerate(theirs)))
         except BaseException:
@@ -216,35 +214,6 @@ class _Prepared:
                 os.close(fd)
 
     def close(self):
-        for fd in (self.stdin, self.stdout, self.stderr, self.note):
+        for fd in (self.stdin, self.stdout, self.stderr):
             os.close(fd)
 
-
-class _ExitNote:
-    """The ``<status> <cpu ms>`` line a Python run writes just before it exits.
-
-    ``ended`` resolves at the note or at the exit, whichever comes first; ``value`` is the
-    parsed note, if one came. A forged note gains code nothing: its processes are killed
-    all the same.
-    """
-
-    def __init__(self, loop, fd, exited):
-        self.ended = loop.create_future()
-        self.value = None
-        self.data = b""
-        self.reader = PipeReader(loop, fd, self._data)
-        exited.add_done_callback(self._end)
-
-    def _data(self, data):
-        self.data += data
-        if b"\n" in self.data and self.value is None:
-            try:
-                status, cpu = self.data.split(b"\n", 1)[0].split()
-                self.value = (int(status), float(cpu))
-            except ValueError:
-                pass
-            self._end()
-
-    def _end(self, _=None):
-        if not self.ended.done():
-            self.ended.set_result(None)

@@ -14,6 +14,7 @@ import sys
 import time
 
 from . import files, linux, protocol
+from .cgroup import OomCounter
 from .children import Reaper
 from .kernels import Kernels
 from .pipes import PipeReader, PipeWriter
@@ -45,7 +46,8 @@ class Agent:
             path = shutil.which(program, path=RUN_PATH)
             if path:
                 programs[language] = path
-        parts = (loop, config, self.reaper, self.tenants, self.workspace)
+        oom = OomCounter(config.oom_counter)
+        parts = (loop, config, self.reaper, self.tenants, self.workspace, oom)
         self.runner = Runner(*parts, programs)
         self.kernels = Kernels(*parts)
         self.shells = Shells(*parts, programs.get("bash"))
@@ -171,9 +173,10 @@ class Agent:
 async def serve(config):
     loop = asyncio.get_running_loop()
     os.umask(0o002)
+    linux.set_not_dumpable()
     linux.set_child_subreaper()
     linux.limit_malloc_arenas(2)
-    proto_in, proto_out = _claim_stdio()
+    proto_in, proto_out = _claim_stdio(config.stream_fd)
     writer = PipeWriter(loop, proto_out)
 
     def send(header, payload=b""):
@@ -225,10 +228,14 @@ async def serve(config):
         loop.remove_signal_handler(sig)
 
 
-def _claim_stdio():
-    """Take stdin and stdout for the protocol and point fds 0 and 1 elsewhere, so nothing
-    the agent or a library prints can corrupt the frame stream."""
-    proto_in, proto_out = os.dup(0), os.dup(1)
+def _claim_stdio(stream_fd=None):
+    """Take stdin and stdout (or the socket ``stream_fd``) for the protocol and point fds 0
+    and 1 elsewhere, so nothing the agent or a library prints can corrupt the frame
+    stream."""
+    if stream_fd is None:
+        proto_in, proto_out = os.dup(0), os.dup(1)
+    else:
+        proto_in, proto_out = stream_fd, os.dup(stream_fd)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)

@@ -1,10 +1,19 @@
 """Persistent processes that take one command at a time: the base of kernels and shells.
 
 A session is forked like a run (its own tenant, a new session, limits) but stays up between
-commands. Commands go in on descriptor 4 as NUL-terminated text; after each one the process
-writes its status as a decimal line on descriptor 3. Output read from its stdout and stderr
-before that line belongs to that command (what a background job prints later shows up with
-the next one). A session that dies is started afresh by the next command.
+commands. Commands go in on descriptor 4, each with a sequence number (the subclass says how:
+:meth:`Sessions.encode`); after each one the process writes ``<sequence> <status>`` as a line
+on descriptor 3. Output read from its stdout and stderr before that line belongs to that
+command (what a background job prints later shows up with the next one). A session that dies
+is started afresh by the next command.
+
+Trust: the per-command status is the session process's own report (the shell's ``$?``, a
+cell that raised), since the code runs in that very process: a cell that catches its own
+exception is ``ok`` by construction. What the agent guarantees is everything else: a status
+line counts only for the command it names (a stale or forged one for another sequence
+number is ignored, so nothing is misattributed), the line buffer is capped, and timeouts,
+kills, output limits, OOM kills and a session's death come from the agent's own
+observations, as for runs.
 """
 
 import asyncio
@@ -19,14 +28,18 @@ from .pyexec import COMMANDS_FD, STATUS_FD
 from .runs import timeout_of
 
 INTERRUPT_GRACE = 0.5  # seconds a command gets to stop after a timeout before the kill
+MAX_STATUS_LINE = 64  # bytes of a status line kept while waiting for its newline
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Session:
     """One live process and its pipes."""
 
-    def __init__(self, loop, pid, tenant, exited, stdout_fd, stderr_fd, command_fd, status_fd):
+    def __init__(
+        self, loop, pid, tenant, exited, stdout_fd, stderr_fd, command_fd, status_fd, oom
+    ):
         self.loop = loop
+        self.oom = oom
         self.pid = pid
         self.tenant = tenant
         self.exited = exited
@@ -34,6 +47,7 @@ class Session:
         self.ceiling = 0
         self.flood = asyncio.Event()
         self.status = None  # the future of the current command's status line
+        self.seq = 0  # the current command's sequence number
         self.interrupted = False  # a reset killed it
         self.gone = None  # once killed: whether all its processes are gone
         self.partial = b""
@@ -54,26 +68,31 @@ class Session:
             self.flood.set()
 
     def _status_data(self, data):
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
+        lines = data.split(b"\n")
+        lines[0] = self.partial + lines[0]
+        self.partial = lines.pop()[-MAX_STATUS_LINE:]
         for line in lines:
-            if self.status is not None and not self.status.done():
+            seq, _, status = line.partition(b" ")
+            if self.status is not None and not self.status.done() and seq == b"%d" % self.seq:
                 try:
-                    self.status.set_result(int(line))
+                    self.status.set_result(int(status))
                 except ValueError:
                     pass
 
-    async def execute(self, text, timeout, limits, interrupt, terminate):
-        """Run one command. A timed-out command is stopped by ``interrupt(session)``; if that
-        is not enough, or output floods, ``terminate(session)`` kills the session. Returns
-        ``(header fields, payload, whether the session survived)``."""
+    async def execute(self, encode, timeout, limits, interrupt, terminate):
+        """Run the command ``encode(seq)`` gives. A timed-out command is stopped by
+        ``interrupt(session)``; if that is not enough, or output floods,
+        ``terminate(session)`` kills the session. Returns ``(header fields, payload,
+        whether the session survived)``."""
         self.out, self.err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
         self.ceiling = limits.output_ceiling
         self.flood.clear()
+        self.seq += 1
         self.status = self.loop.create_future()
         cpu_before = self.cpu_ms()
+        ooms_before = self.oom.count()
         started = self.loop.time()
-        self.commands.write(text.encode("utf-8", "surrogateescape") + b"\0")
+        self.commands.write(encode(self.seq))
         ended = await self._wait(timeout)
         duration_ms = (self.loop.time() - started) * 1000
         timed_out = ended is None
@@ -95,10 +114,10 @@ class Session:
         status = results.status_of(
             code,
             sig,
-            self.err.value(),
             timed_out=timed_out,
             flooded=self.flood.is_set(),
             interrupted=self.interrupted,
+            oom_killed=self.oom.count() > ooms_before,
             truncated=self.out.truncated or self.err.truncated,
         )
         fields, payload = results.result(
@@ -140,8 +159,9 @@ class Sessions:
     """Sessions by name, one command at a time each. Subclasses say what a session runs
     (:meth:`orders` for :meth:`.Child.start`) and how to interrupt a command."""
 
-    def __init__(self, loop, config, reaper, tenants, workspace):
+    def __init__(self, loop, config, reaper, tenants, workspace, oom):
         self.loop = loop
+        self.oom = oom
         self.config = config
         self.reaper = reaper
         self.tenants = tenants
@@ -152,6 +172,15 @@ class Sessions:
     def orders(self):
         raise NotImplementedError
 
+    def encode(self, seq, text):
+        """The bytes that send command ``text`` as number ``seq``."""
+        raise NotImplementedError
+
+    def unsendable(self, text):
+        """Why the session's program cannot take ``text`` (it then fails as the program
+        would), or None."""
+        return None
+
     async def interrupt(self, session):
         raise NotImplementedError
 
@@ -161,8 +190,9 @@ class Sessions:
     async def execute(self, name, text, header):
         if not isinstance(name, str) or not isinstance(text, str):
             raise Refused("bad_request", "session name and command must be strings")
-        if "\0" in text:
-            raise Refused("bad_request", "commands cannot contain NUL bytes")
+        why = self.unsendable(text)
+        if why is not None:
+            return results.failed_before_start(why)
         timeout = timeout_of(header)
         limits = Limits(header.get("limits"), timeout, self.config.memory_mb, self._nproc())
         lock = self.locks.setdefault(name, asyncio.Lock())
@@ -172,7 +202,7 @@ class Sessions:
                 await self.stop(name)
                 session = self.live[name] = self._start(limits)
             fields, payload, survived = await session.execute(
-                text, timeout, limits, self.interrupt, self._terminate
+                lambda seq: self.encode(seq, text), timeout, limits, self.interrupt, self._terminate
             )
             if not survived:
                 await self.stop(name)
@@ -231,5 +261,5 @@ class Sessions:
             **self.orders(),
         )
         return Session(
-            self.loop, child.pid, tenant, child.exited, out_r, err_r, commands_w, status_r
+            self.loop, child.pid, tenant, child.exited, out_r, err_r, commands_w, status_r, self.oom
         )

@@ -127,9 +127,6 @@ class Tenants:
             self.free_uids = collections.deque(self.uid_range)  # FIFO: a uid rests between uses
         self.in_use = set()
         self.exempt = set()  # the agent's own children that run no user code (yet)
-        # Children SIGKILLed after their exit note, while the kernel tears them down. They run
-        # no code any more, and their pids cannot be reused before the reaper reaps them.
-        self.exiting = set()
         self.tokens = set()  # every token handed out since the last reset: escapes keep theirs
 
     @property
@@ -163,14 +160,16 @@ class Tenants:
         return {} if self.uid_mode else {TOKEN_VAR: tenant.token}
 
     def members(self, tenant, table):
-        """Pids of the tenant's live processes."""
+        """Pids of the tenant's processes, zombies included: until the agent has reaped them
+        they still take process slots (the pids cgroup, RLIMIT_NPROC), so a tenant is only
+        gone once they are reaped too."""
         if self.uid_mode:
-            return set(p.pid for p in table.values() if p.uid == tenant.uid and not p.zombie)
+            return set(p.pid for p in table.values() if p.uid == tenant.uid)
         found = descendants(table, tenant.leaders)
         for proc in self._own_uid(table):
             if proc.sid in tenant.leaders or _token_of(proc.pid) == tenant.token:
                 found.add(proc.pid)
-        return self._alive(table, found)
+        return set(p for p in found if p in table and p not in self.exempt)
 
     def strays(self, table):
         """Pids of every live user process of the sandbox: what reset kills."""
@@ -185,20 +184,18 @@ class Tenants:
         return [p for p in table.values() if p.uid == self.agent_uid and p.pid != self.agent_pid]
 
     def _alive(self, table, pids):
-        self.exiting &= self.reaper.watched.keys()
-        ignored = self.exempt | self.exiting
-        return set(p for p in pids if p in table and not table[p].zombie and p not in ignored)
+        return set(p for p in pids if p in table and not table[p].zombie and p not in self.exempt)
 
-    async def kill(self, tenant, spare=(), dying=()):
-        """SIGKILL every process of ``tenant`` but ``spare``; True once none is left but
-        the ``dying`` (processes already on their way out: killed, but not waited for)."""
-        for pid in dying:
-            _sigkill(pid)
-        self.exiting.update(dying)
-        ignored = set(spare) | set(dying)
-        return await self._kill_until_gone(
-            lambda table: self.members(tenant, table) - ignored, helpers=not spare
-        )
+    async def kill(self, tenant, spare=()):
+        """SIGKILL every process of ``tenant`` but ``spare``; True once none is left and
+        every zombie is reaped (but those of ``spare``, which reaps its own)."""
+        spare = set(spare)
+
+        def select(table):
+            pids = self.members(tenant, table) - spare
+            return set(p for p in pids if not (table[p].zombie and table[p].ppid in spare))
+
+        return await self._kill_until_gone(select, helpers=not spare)
 
     async def kill_all(self):
         """Kill every user process; returns how many there were."""
