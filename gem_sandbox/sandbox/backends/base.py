@@ -8,10 +8,26 @@ protocol, runs, files, resets) is shared and lives in :mod:`gem_sandbox.sandbox.
 from __future__ import annotations
 
 import abc
+import itertools
+import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from anyio.abc import ByteStream
+
+UIDS_PER_SANDBOX = 64  # concurrent runs, kernels and shells in one sandbox
+_slots = itertools.count()
+
+
+def allocate_uid_base() -> int:
+    """The first uid of a range of :data:`UIDS_PER_SANDBOX` that no other sandbox on this
+    host uses: a block of a million uids per host process (by pid), a thousand per sandbox.
+
+    The kernel counts some limits per uid across the whole host (processes, POSIX message
+    queue bytes, inotify instances, pending signals, keyring quotas), so sandboxes that
+    shared uids could exhaust each other's; each sandbox, container or not, gets its own.
+    """
+    return 10_000_000 + (os.getpid() % 4000) * 1_000_000 + (next(_slots) % 1000) * 1000
 
 
 @dataclass(frozen=True)

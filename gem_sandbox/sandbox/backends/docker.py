@@ -50,13 +50,18 @@ from anyio.abc import ByteStream, SocketStream
 
 from gem_sandbox import agent
 from gem_sandbox.images import default_image
-from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
+from gem_sandbox.sandbox.backends.base import (
+    UIDS_PER_SANDBOX,
+    Backend,
+    Box,
+    SandboxSpec,
+    allocate_uid_base,
+)
 from gem_sandbox.sandbox.errors import SandboxUnavailable
 
 POOL_LABEL = "gem-sandbox.pool"
 OWNER_LABEL = "gem-sandbox.owner"
 CREATED_LABEL = "gem-sandbox.created"
-UID_BASE = 20000  # runs get uids from here up (the same numbers in every container)
 AGENT_CAPS = ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "FOWNER", "CHOWN")
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 _MIB = 1024 * 1024
@@ -422,9 +427,17 @@ def _start_time(pid: int) -> str | None:
 
 
 def _agent_argv(spec: SandboxSpec) -> list[str]:
-    # No --nproc: RLIMIT_NPROC counts a uid's processes in every container at once;
-    # pids_limit is the per-sandbox bound.
-    return agent.command(uid_base=UID_BASE, threads=_threads(spec), scratch="/dev/shm")
+    """Each container gets a uid range of its own (see :func:`allocate_uid_base`), so
+    RLIMIT_NPROC and the kernel's other per-uid counters are per sandbox; the OOM-kill
+    count of the container's memory cgroup makes ``oom`` the kernel's verdict."""
+    return agent.command(
+        uid_base=allocate_uid_base(),
+        uid_count=UIDS_PER_SANDBOX,
+        nproc=spec.pids,
+        threads=_threads(spec),
+        scratch=["/dev/shm", "/dev/mqueue"],
+        oom_counter="auto",
+    )
 
 
 def _threads(spec: SandboxSpec) -> int:

@@ -24,12 +24,12 @@ for development and for testing the agent where bubblewrap is unavailable.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,18 +38,23 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import anyio
-from anyio.abc import Process
+from anyio.abc import ByteStream, Process, SocketStream
 from anyio.streams.stapled import StapledByteStream
 
 from gem_sandbox import agent
-from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
+from gem_sandbox.sandbox.backends.base import (
+    UIDS_PER_SANDBOX,
+    Backend,
+    Box,
+    SandboxSpec,
+    allocate_uid_base,
+)
 
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 BOX_VAR = "GEM_SANDBOX_BOX"  # given to bwrap (--setenv): its argv then names the sandbox
 AGENT_CAPS = ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "FOWNER", "CHOWN")
-UIDS_PER_SANDBOX = 64  # concurrent runs, kernels and shells in one sandbox
 POLITE_EXIT = 3.0  # seconds a process-backend agent gets to kill its runs and exit
 _HOST_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _HOST_ETC = (
@@ -60,13 +65,6 @@ _HOST_ETC = (
     "/etc/localtime",
     "/etc/nsswitch.conf",
 )
-_slots = itertools.count()
-
-
-def allocate_uid_base() -> int:
-    """The first uid of a range of :data:`UIDS_PER_SANDBOX` that no other sandbox on this host
-    uses: a block of a million uids per host process (by pid) and a thousand per sandbox."""
-    return 10_000_000 + (os.getpid() % 4000) * 1_000_000 + (next(_slots) % 1000) * 1000
 
 
 class BwrapProcess(NamedTuple):
@@ -107,7 +105,8 @@ def _threads(spec: SandboxSpec) -> int:
 
 
 class ProcessBox(Box):
-    """A sandbox that is one host process whose stdin and stdout are the agent's stream.
+    """A sandbox that is one host process whose stdin and stdout are the agent's stream
+    (or ``stream``, when given: a socket the agent was handed).
 
     ``kill`` first closes stdin when ``polite`` (the agent then kills its runs and exits),
     then terminates it, and SIGKILLs it if it is still there after :data:`POLITE_EXIT`
@@ -121,11 +120,14 @@ class ProcessBox(Box):
         *,
         polite: bool,
         cleanup: Callable[[], None] | None = None,
+        stream: ByteStream | None = None,
     ) -> None:
-        assert process.stdin is not None and process.stdout is not None
+        if stream is None:
+            assert process.stdin is not None and process.stdout is not None
+            stream = StapledByteStream(process.stdin, process.stdout)
         self.id = box_id
         self.process = process
-        self.stream = StapledByteStream(process.stdin, process.stdout)
+        self.stream = stream
         self._polite = polite
         self._cleanup = cleanup
         self._killed = False
@@ -144,6 +146,7 @@ class ProcessBox(Box):
                 await self._exited(POLITE_EXIT)
             if self.process.returncode is None:
                 _sigkill(self.process.pid)
+            await self.stream.aclose()
             await self.process.aclose()
             if self._cleanup is not None:
                 self._cleanup()
@@ -166,8 +169,8 @@ class BwrapBox(ProcessBox):
     killed while it was still starting the sandbox can leave an init behind, blocked before
     it could arm ``--die-with-parent``; the final sweep kills it."""
 
-    def __init__(self, box_id: str, process: Process) -> None:
-        super().__init__(box_id, process, polite=False, cleanup=self._sweep)
+    def __init__(self, box_id: str, process: Process, stream: ByteStream) -> None:
+        super().__init__(box_id, process, polite=False, cleanup=self._sweep, stream=stream)
 
     def _terminate(self) -> None:
         inits = [p.pid for p in bwrap_processes() if p.box == self.id and p.init]
@@ -185,20 +188,31 @@ class LocalBackend(Backend):
 
     name = "local"
 
-    def __init__(self, *, python: str | None = None, bwrap: str = "bwrap") -> None:
+    def __init__(
+        self, *, python: str | None = None, bwrap: str = "bwrap", user: int | None = None
+    ) -> None:
         """``python`` runs the agent inside the sandbox: by default ``/usr/bin/python3``,
-        else this interpreter, whose installation is then mounted read-only."""
+        else this interpreter, whose installation is then mounted read-only. ``user`` starts
+        bubblewrap as that uid (and gid) instead of as ourselves: a root process can run
+        rootless sandboxes this way."""
         if python is None:
             python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
         self.python = python
         self.bwrap = shutil.which(bwrap) or bwrap
+        self.user = user
+
+    @property
+    def rootless(self) -> bool:
+        """bubblewrap runs unprivileged, in a user namespace: runs share the agent's uid."""
+        return os.geteuid() != 0 or self.user not in (None, 0)
 
     @classmethod
     def check(cls) -> str | None:
         bwrap = shutil.which("bwrap")
         if bwrap is None:
             return "bubblewrap is not installed; install it with: apt-get install bubblewrap"
-        probe = [bwrap, *_namespace_options(), *_system_binds(), "--", "/usr/bin/true"]
+        probe = [bwrap, *_namespace_options(os.geteuid() != 0), *_system_binds()]
+        probe += ["--", "/usr/bin/true"]
         try:
             done = subprocess.run(probe, capture_output=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -213,15 +227,23 @@ class LocalBackend(Backend):
 
     async def launch(self, spec: SandboxSpec) -> Box:
         """Start ``bwrap`` and the agent in it (``spec.image`` is ignored: the sandbox runs
-        the host's ``/usr``)."""
-        root = os.geteuid() == 0
+        the host's ``/usr``).
+
+        The agent's stream is a socket it gets as an extra descriptor, and its log a dup of
+        our stderr, also extra; bwrap's own stdio is ``/dev/null``. bwrap's init (pid 1 in
+        the sandbox) keeps its stdio but closes every other descriptor, so nothing in the
+        sandbox holds the protocol but the agent: rootless runs share the init's uid and
+        could otherwise open ``/proc/1/fd/*``."""
+        root = not self.rootless
         uid_base = allocate_uid_base() if root else None
         ids = (
             range(uid_base, uid_base + UIDS_PER_SANDBOX) if uid_base is not None else [os.getuid()]
         )
         gid = uid_base if uid_base is not None else os.getgid()
         data_fds: list[int] = []
-        options = [*_namespace_options(), *_system_binds()]
+        options = [*_namespace_options(self.rootless), *_system_binds()]
+        ours, theirs = socket.socketpair()
+        log_fd = os.dup(2)
         try:
             for dest, content in _generated_etc(ids, gid).items():
                 read_end, write_end = os.pipe()
@@ -234,22 +256,34 @@ class LocalBackend(Backend):
                 self.python,
                 workdir="/work",
                 tmpdir="/tmp",
-                scratch="/dev/shm",
+                scratch=["/dev/shm", "/dev/mqueue"],
                 uid_base=uid_base,
                 uid_count=UIDS_PER_SANDBOX if root else None,
                 nproc=spec.pids if root else None,
                 threads=_threads(spec),
                 memory_mb=spec.memory_mb,
+                stream_fd=theirs.fileno(),
+                log_fd=log_fd,
             )
             box_id = f"local-{uuid.uuid4().hex[:12]}"
             options += ["--setenv", BOX_VAR, box_id]
             process = await anyio.open_process(
-                [self.bwrap, *options, "--", *command], stderr=None, pass_fds=data_fds
+                [self.bwrap, *options, "--", *command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=[*data_fds, theirs.fileno(), log_fd],
+                user=self.user,
+                group=self.user,
             )
+        except BaseException:
+            ours.close()
+            raise
         finally:
-            for fd in data_fds:
+            for fd in [*data_fds, log_fd]:
                 os.close(fd)
-        return BwrapBox(box_id, process)
+            theirs.close()
+        return BwrapBox(box_id, process, await SocketStream.from_socket(ours))
 
     async def reap_orphans(self, pool_label: str | None = None) -> int:
         """Kill sandbox inits whose launcher is gone: what is left when an owner died while
@@ -273,13 +307,14 @@ class LocalBackend(Backend):
             (spec.workdir_mb, "0755", "/work"),
         ):
             options += ["--size", str(size_mb * MIB), "--perms", mode, "--tmpfs", path]
+        options += ["--mqueue", "/dev/mqueue"]  # POSIX queues, listed and emptied on reset
         options += ["--ro-bind", agent.AGENT_DIR, agent.MOUNT_POINT, "--chdir", agent.START_DIR]
         options += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
         options += ["--setenv", "LANG", "C.UTF-8"]
         return options
 
 
-def _namespace_options() -> list[str]:
+def _namespace_options(rootless: bool) -> list[str]:
     options = [
         "--unshare-pid",
         "--unshare-ipc",
@@ -291,7 +326,7 @@ def _namespace_options() -> list[str]:
         "--die-with-parent",
         "--new-session",
     ]
-    if os.geteuid() == 0:
+    if not rootless:
         # No user namespace: real uids, so the agent can run each run as its own.
         options += ["--cap-drop", "ALL"]
         for cap in AGENT_CAPS:
