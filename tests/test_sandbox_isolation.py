@@ -163,3 +163,14 @@ async def test_reset_when_idle_succeeds_repeatedly(sandbox: Sandbox):
     for _ in range(3):
         await sandbox.reset()
     assert (await sandbox.run("print('ok')")).ok
+
+
+async def test_the_agent_returns_to_its_idle_size_after_a_reset(sandbox: Sandbox):
+    await sandbox.reset()
+    idle = (await sandbox.stats())["rss_kb"]
+    for _ in range(3):
+        await sandbox.run("import sys; sys.stdout.write('x' * (40 << 20))")
+        await sandbox.write_files({"big": b"y" * (16 << 20)})
+        await sandbox.read_files(["big"])
+        await sandbox.reset()
+    assert (await sandbox.stats())["rss_kb"] < idle + 4096

@@ -107,18 +107,35 @@ def remove_tree(path):
         pass
 
 
-def _empty(fd):
-    for entry in os.scandir(fd):
-        if entry.is_dir(follow_symlinks=False):
-            sub = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
-            try:
-                os.fchmod(sub, 0o700)  # code may have taken its own write permission away
-                _empty(sub)
-            finally:
-                os.close(sub)
-            os.rmdir(entry.name, dir_fd=fd)
-        else:
-            os.unlink(entry.name, dir_fd=fd)
+def _empty(top):
+    """Remove everything below the open directory ``top``, depth first, holding one
+    descriptor and no recursion whatever the tree's depth, and following no link. Runs only
+    when the tree's writers are dead, so ``..`` leads back the way it came."""
+    fd = os.dup(top)
+    names = []  # the path from top down to fd
+    try:
+        while True:
+            sub = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        sub = entry.name
+                        break
+                    os.unlink(entry.name, dir_fd=fd)
+            if sub is not None:
+                os.chmod(sub, 0o700, dir_fd=fd)  # code may have taken its own access away
+                step = os.open(sub, _DIR_FLAGS, dir_fd=fd)
+                names.append(sub)
+            elif names:
+                step = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            else:
+                return
+            os.close(fd)
+            fd = step
+            if sub is None:
+                os.rmdir(names.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def _open_dir(parent, name, path):

@@ -145,6 +145,12 @@ def clear_capabilities():
     return _libc.capset(ctypes.byref(header), (_CapData * 2)()) == 0
 
 
+def release_free_memory():
+    """Hand the heap's free pages back to the kernel (``malloc_trim``): after a tenant's
+    large outputs and files the agent returns to its idle size instead of keeping its peak."""
+    return _libc is not None and _libc.malloc_trim(0) == 1
+
+
 def limit_malloc_arenas(count):
     """glibc reserves 64 MiB of address space per malloc arena (up to 8 per core); under an
     RLIMIT_AS cap a few threads would exhaust it. Forked Python runs inherit this setting."""

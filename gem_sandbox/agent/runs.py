@@ -8,6 +8,7 @@ the pool.
 """
 
 import asyncio
+import logging
 import os
 import signal
 
@@ -16,6 +17,9 @@ from .children import Child
 from .limits import Limits
 from .pipes import Capture, PipeReader, PipeWriter
 from .protocol import Refused
+
+log = logging.getLogger(__name__)
+NO_ROOM = "gem-sandbox: the sandbox's process limit is full; the run could not start"
 
 SETTLE = 1.0  # seconds for pipes and exit statuses to settle after the final kill
 LINGER = 0.1  # seconds to keep reading output after the main process exited
@@ -77,7 +81,10 @@ class Runner:
                 gone = await self.tenants.kill(tenant)
             self.tenants.release(tenant, clean=gone)
             if language != "python":
-                files.remove_tree(scratch)
+                try:
+                    files.remove_tree(scratch)
+                except OSError as exc:  # whatever the run left there, reset empties /tmp
+                    log.warning("removing %s failed: %s", scratch, exc)
             self.loop.call_soon(self.prepare_spare)
 
     def prepare_spare(self):
@@ -102,15 +109,15 @@ class Runner:
             if not spare.child.exited.done():
                 return spare
             spare.close()
-        # Right after a fork bomb is killed its zombies may still fill the pids cgroup until
-        # init reaps them: a failed fork is retried for a moment before the run is refused.
+        # Processes of other runs of this tenant may fill the pids limit for a moment: a
+        # failed fork is retried before the run fails. None when there is still no room.
         deadline = self.loop.time() + FORK_RETRY
         while True:
             try:
                 return _Prepared(self.loop, self.reaper)
             except BlockingIOError:
                 if self.loop.time() > deadline:
-                    raise Refused("busy", "no room for another process in this sandbox (pids limit)")
+                    return None
                 await asyncio.sleep(0.02)
 
     def _orders(self, language, code, scratch):
@@ -151,6 +158,9 @@ class Runner:
             return on_data
 
         prepared = await self._take_child()
+        if prepared is None:  # only this lease's code runs here: the code's own doing
+            fields, payload = results.failed_before_start(NO_ROOM, exit_code=None)
+            return fields, payload, True
         child = prepared.child
         tenant.leaders.add(child.pid)
         readers = [

@@ -6,6 +6,7 @@ host is gone); either way every user process is killed before it exits.
 """
 
 import asyncio
+import gc
 import logging
 import os
 import shutil
@@ -13,7 +14,7 @@ import signal
 import sys
 import time
 
-from . import files, linux, protocol
+from . import files, ipc, linux, protocol
 from .cgroup import OomCounter
 from .children import Reaper
 from .kernels import Kernels
@@ -151,8 +152,12 @@ class Agent:
         left = self.workspace.leftovers()
         if left:
             problems.append("%s not empty" % ", ".join(left))
+        if ipc.objects():
+            problems.append("System V IPC objects survived")
         if problems:
             raise Refused("reset_failed", "; ".join(problems))
+        gc.collect()
+        linux.release_free_memory()
         return {"killed": killed}, b""
 
     async def stats(self, header, payload):

@@ -25,6 +25,7 @@ import os
 import secrets
 import signal
 
+from . import ipc
 from .protocol import Refused
 
 log = logging.getLogger(__name__)
@@ -195,7 +196,12 @@ class Tenants:
             pids = self.members(tenant, table) - spare
             return set(p for p in pids if not (table[p].zombie and table[p].ppid in spare))
 
-        return await self._kill_until_gone(select, helpers=not spare)
+        gone = await self._kill_until_gone(select, helpers=not spare)
+        if gone and not spare and self.uid_mode:
+            # What a run made in System V IPC lives no longer than the run: a segment would
+            # otherwise stay resident, beyond the run's memory limit, owned by no process.
+            gone = await self.remove_ipc([tenant.uid])
+        return gone
 
     async def kill_all(self):
         """Kill every user process; returns how many there were."""
@@ -208,6 +214,8 @@ class Tenants:
 
         if not await self._kill_until_gone(select, helpers=True):
             log.error("user processes survived a kill of the whole sandbox")
+        if not await self.remove_ipc(self.uid_range if self.uid_mode else ()):
+            log.error("System V IPC objects survived a kill of the whole sandbox")
         return len(killed)
 
     def recover(self):
@@ -241,14 +249,28 @@ class Tenants:
     async def _kill_as(self, uid):
         """``kill(-1, SIGKILL)`` from a helper that has become ``uid``: one pass over the
         process table in the kernel, so processes forked meanwhile are caught too."""
+        await self._as_uid(uid, lambda: os.kill(-1, signal.SIGKILL))
+
+    async def remove_ipc(self, uids):
+        """Remove the System V IPC objects that ``uids`` created (token mode: all of them,
+        every run having the agent's uid); True when none is left."""
+        if not self.uid_mode:
+            return ipc.remove_own(self.agent_uid) == 0
+        for uid in ipc.creators() & set(uids):
+            await self._as_uid(uid, lambda: ipc.remove_own(uid))
+        return not (ipc.creators() & set(uids))
+
+    async def _as_uid(self, uid, action):
+        """Run ``action`` in a forked helper that has become ``uid`` (and can then do to
+        that uid's processes and objects what their owner can), and wait for it."""
         try:
             pid = os.fork()
-        except BlockingIOError:  # the pids limit is full: the caller's per-pid SIGKILLs still work
+        except BlockingIOError:  # the pids limit is full: the caller's own fallbacks apply
             return
         if pid == 0:
             try:
                 os.setresuid(uid, uid, uid)
-                os.kill(-1, signal.SIGKILL)
+                action()
             finally:
                 os._exit(0)
         await self.reaper.watch(pid)
