@@ -31,7 +31,12 @@ def parse_args(argv=None):
     )
     add("--uid-count", type=int, default=64, help="uids in the range: concurrent runs (64)")
     add("--gid", type=int, help="group shared by all runs and owning the work dir (uid-base)")
-    add("--nproc", type=int, help="RLIMIT_NPROC of each run's uid (uid mode only)")
+    add(
+        "--nproc",
+        type=int,
+        help="RLIMIT_NPROC of runs; give it only where the kernel counts it per sandbox "
+        "(a uid range of its own, or a user namespace of its own)",
+    )
     add("--threads", type=int, default=1, help="OMP_NUM_THREADS and friends for runs (1)")
     add("--memory-mb", type=int, help="ceiling on every run's RLIMIT_AS, whatever it asks")
     add(

@@ -21,7 +21,8 @@ class Limits:
 
     ``memory_ceiling_mb`` (the agent's ``--memory-mb``) caps RLIMIT_AS whatever a request
     asks, so one request cannot take the whole sandbox's memory. ``nproc`` (``--nproc``) is
-    RLIMIT_NPROC, which counts per uid: it is only meaningful when each run has its own.
+    RLIMIT_NPROC, which the kernel counts per uid and user namespace: the backend gives it
+    only where that count is the sandbox's own.
     """
 
     def __init__(self, wire, timeout, memory_ceiling_mb=None, nproc=None):

@@ -63,8 +63,7 @@ class Runner:
         if not isinstance(code, str):
             raise Refused("bad_request", "code must be a string")
         timeout = timeout_of(header)
-        nproc = self.config.nproc if self.tenants.uid_mode else None
-        limits = Limits(header.get("limits"), timeout, self.config.memory_mb, nproc)
+        limits = Limits(header.get("limits"), timeout, self.config.memory_mb, self.config.nproc)
         cwd = self.workspace.resolve_cwd(header.get("cwd"))
         tenant = self.tenants.acquire()
         scratch = os.path.join(self.workspace.tmpdir, ".gem-run-" + tenant.token)

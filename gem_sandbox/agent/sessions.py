@@ -194,7 +194,7 @@ class Sessions:
         if why is not None:
             return results.failed_before_start(why)
         timeout = timeout_of(header)
-        limits = Limits(header.get("limits"), timeout, self.config.memory_mb, self._nproc())
+        limits = Limits(header.get("limits"), timeout, self.config.memory_mb, self.config.nproc)
         lock = self.locks.setdefault(name, asyncio.Lock())
         async with lock:
             session = self.live.get(name)
@@ -227,9 +227,6 @@ class Sessions:
             session.close()
             self.tenants.release(session.tenant)
         self.live.clear()
-
-    def _nproc(self):
-        return self.config.nproc if self.tenants.uid_mode else None
 
     def _start(self, limits):
         tenant = self.tenants.acquire()

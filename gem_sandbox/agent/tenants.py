@@ -11,11 +11,13 @@ fork bomb cannot outrun.
 Token mode (a non-root agent: the process backend, rootless bubblewrap): uids cannot be
 switched, so each tenant carries a unique token in its environment and is killed by session,
 by descent from the processes forked for it, and by token (as ``/proc/PID/environ`` shows
-it: the environment a process was exec'd with). A process that leaves its session, is
-orphaned and was exec'd without the token (``env -i``), or never exec'd at all (a pure
-Python double fork), escapes a per-run kill; it is still the agent's descendant (the agent
-is a subreaper), so ``reset`` kills it. Only processes of the agent's own uid are
-considered, so nothing outside the sandbox is ever signalled.
+it: the environment a process was exec'd with). An orphan that no token ties to a live
+tenant (it left its session and was exec'd without the token, ``env -i``, or never exec'd
+at all: a pure Python double fork) is adopted by the agent, a subreaper, and counts as a
+member of whichever tenant is being killed: it dies with the next run that ends, perhaps
+before its own run does, but never outlives the lease (``reset`` kills every descendant).
+Only processes of the agent's own uid are considered, so nothing outside the sandbox is
+ever signalled.
 """
 
 import asyncio
@@ -166,10 +168,17 @@ class Tenants:
         gone once they are reaped too."""
         if self.uid_mode:
             return set(p.pid for p in table.values() if p.uid == tenant.uid)
-        found = descendants(table, tenant.leaders)
+        others = set(t.token for t in self.in_use if t is not tenant)
+        roots = set(tenant.leaders)
         for proc in self._own_uid(table):
-            if proc.sid in tenant.leaders or _token_of(proc.pid) == tenant.token:
-                found.add(proc.pid)
+            if proc.sid in tenant.leaders:
+                roots.add(proc.pid)
+                continue
+            token = _token_of(proc.pid)
+            adopted = proc.ppid == self.agent_pid and proc.pid not in self.reaper.watched
+            if token == tenant.token or (adopted and token not in others):
+                roots.add(proc.pid)
+        found = roots | descendants(table, roots)
         return set(p for p in found if p in table and p not in self.exempt)
 
     def strays(self, table):

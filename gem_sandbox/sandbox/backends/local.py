@@ -259,7 +259,9 @@ class LocalBackend(Backend):
                 scratch=["/dev/shm", "/dev/mqueue"],
                 uid_base=uid_base,
                 uid_count=UIDS_PER_SANDBOX if root else None,
-                nproc=spec.pids if root else None,
+                # Per sandbox either way: its own uid range, or (rootless) its own user
+                # namespace, in which the kernel counts a uid's processes apart.
+                nproc=spec.pids,
                 threads=_threads(spec),
                 memory_mb=spec.memory_mb,
                 stream_fd=theirs.fileno(),
