@@ -19,7 +19,9 @@ from gem_sandbox.sandbox.backends.local import LocalBackend, ProcessBox
 from gem_sandbox.sandbox.client import Sandbox, open_sandbox
 
 # Backends the behaviour suite runs on; Docker's cases are marked so CI can require them.
-BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
+# "rootless" is bubblewrap started as nobody: a user namespace, runs sharing the agent's uid.
+BACKENDS = ["local", "rootless", pytest.param("docker", marks=pytest.mark.docker)]
+ROOTLESS_USER = 65534
 
 SPEC = SandboxSpec(pids=128, workdir_mb=64, tmp_mb=32)
 
@@ -30,6 +32,11 @@ def make_backend(name: str) -> Backend:
         if problem:
             pytest.skip(problem)
         return LocalBackend()
+    if name == "rootless":
+        problem = LocalBackend.check()
+        if problem:
+            pytest.skip(problem)
+        return LocalBackend(user=ROOTLESS_USER if os.geteuid() == 0 else None)
     if name == "docker":
         from gem_sandbox.sandbox.backends.docker import DockerBackend
 

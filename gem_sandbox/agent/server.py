@@ -1,8 +1,9 @@
 """The agent's main loop: frames in on stdin, one task per request, frames out on stdout.
 
 Requests run concurrently (a long ``run`` never holds up a ``ping``), each answered with
-exactly one response. The agent stops on ``shutdown``, SIGTERM or the end of its stdin (the
-host is gone); either way every user process is killed before it exits.
+exactly one response. The agent stops on ``shutdown``, SIGTERM (unless it is pid 1) or the
+end of its stream (the host is gone); either way every user process is killed before it
+exits.
 """
 
 import asyncio
@@ -181,6 +182,7 @@ async def serve(config):
     linux.set_not_dumpable()
     linux.set_child_subreaper()
     linux.limit_malloc_arenas(2)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # not KeyboardInterrupt: the host stops it
     proto_in, proto_out = _claim_stdio(config.stream_fd)
     writer = PipeWriter(loop, proto_out)
 
@@ -213,7 +215,12 @@ async def serve(config):
             agent.stopping.set()
 
     reader = PipeReader(loop, proto_in, on_data)
-    loop.add_signal_handler(signal.SIGTERM, agent.stopping.set)
+    # As pid 1 of its sandbox (rootless bubblewrap, where runs share its uid) the kernel
+    # drops every signal from inside the sandbox that the agent has no handler for, SIGKILL
+    # and SIGSTOP included: so it installs none that a run could use to stop it. The host
+    # stops it by closing the stream or from outside.
+    if os.getpid() != 1:
+        loop.add_signal_handler(signal.SIGTERM, agent.stopping.set)
     send(agent.hello())
     agent.runner.prepare_spare()
     stopping = loop.create_task(agent.stopping.wait())

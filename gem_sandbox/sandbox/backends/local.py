@@ -334,7 +334,9 @@ def _namespace_options(rootless: bool) -> list[str]:
         for cap in AGENT_CAPS:
             options += ["--cap-add", f"CAP_{cap}"]
     else:
-        options += ["--unshare-user", "--disable-userns"]
+        # Runs share the agent's uid: as pid 1 of the sandbox (no bwrap init) the kernel
+        # keeps their signals from it (see gem_sandbox.agent.server.serve).
+        options += ["--unshare-user", "--disable-userns", "--as-pid-1"]
     return options
 
 
