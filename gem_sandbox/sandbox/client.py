@@ -15,7 +15,7 @@ import itertools
 import tarfile
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -29,6 +29,7 @@ from gem_sandbox.sandbox.errors import (
     FileTransferError,
     ProtocolError,
     SandboxCrashed,
+    SandboxError,
     UnsafePath,
     UnsupportedLanguage,
 )
@@ -90,7 +91,9 @@ class Sandbox:
     tg.start(sb.serve)`` returns once the agent said hello), or use :func:`open_sandbox`.
 
     ``grace`` is how long past a request's own deadline the host waits for the agent before
-    declaring it dead.
+    declaring it dead. ``on_death`` is called once, synchronously, when the sandbox stops
+    being usable (its stream failed, the agent stopped answering, or it was closed), so an
+    owner such as a pool can drop and replace it at once instead of at its next health check.
     """
 
     def __init__(
@@ -101,8 +104,10 @@ class Sandbox:
         default_timeout: float = 10.0,
         limits: RunLimits = RunLimits(),
         grace: float = 5.0,
+        on_death: Callable[[Sandbox], None] | None = None,
     ) -> None:
         self.box = box
+        self.on_death = on_death
         self.id = box.id
         self.backend = backend
         self.default_timeout = default_timeout
@@ -169,8 +174,9 @@ class Sandbox:
             self._fail(reason)
 
     def _fail(self, reason: str) -> None:
-        """Mark the sandbox dead and release every waiting request."""
-        if self._dead is None:
+        """Mark the sandbox dead, release every waiting request, and tell the owner (once)."""
+        first = self._dead is None
+        if first:
             self._dead = reason
             if self._reader_scope is not None:
                 self._reader_scope.cancel()
@@ -178,6 +184,8 @@ class Sandbox:
             reply.failure = reason
             reply.done.set()
         self._pending.clear()
+        if first and self.on_death is not None:
+            self.on_death(self)
 
     # --- requests -----------------------------------------------------------------------
 
@@ -348,18 +356,23 @@ class Sandbox:
         return {k: v for k, v in response.items() if k not in ("id", "ok")}
 
     async def close(self) -> None:
-        """Ask the agent to shut down, then kill the box. Idempotent."""
+        """Ask the agent to shut down, then kill the box, whatever the polite part did: an
+        error from the agent is swallowed, any other exception (or a cancellation) propagates
+        only after the kill. Idempotent once the box was killed; a close whose kill failed is
+        retried in full by the next call, so a failed close never leaves a box running."""
         if self._closed:
             return
-        self._closed = True
         with anyio.CancelScope(shield=True):
-            if self.alive:
-                try:
-                    await self._request({"op": "shutdown"}, wait=CLOSE_TIMEOUT)
-                except SandboxCrashed:
-                    pass
-            self._fail("closed")
-            await self.box.kill()
+            try:
+                if self.alive:
+                    try:
+                        await self._request({"op": "shutdown"}, wait=CLOSE_TIMEOUT)
+                    except SandboxError:
+                        pass  # crashed or refused: the kill below ends it either way
+            finally:
+                self._fail("closed")
+                await self.box.kill()
+                self._closed = True
 
 
 def _check_path(path: str) -> None:

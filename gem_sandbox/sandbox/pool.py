@@ -11,6 +11,11 @@ sandbox the pool made, whatever state it is in.
 
 Waiters are served strictly first come, first served; their number is bounded by
 ``max_waiters`` (backpressure), and each waits at most ``acquire_timeout``.
+
+Liveness: every sandbox tells the pool when it dies (its ``on_death`` hook), so a dead idle
+sandbox leaves the idle set at once and a replacement starts; and ``acquire`` checks the one
+it hands out, discarding a dead one and taking the next, so a caller never gets a sandbox
+whose agent stream already failed. Health pings remain for agents that hang without dying.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class PoolConfig:
     health_interval: float = 15.0  # how often idle sandboxes are pinged
     launch_attempts: int = 3  # consecutive launch failures before waiters are failed
     run_timeout: float = 10.0  # default timeout of runs on leased sandboxes
+    grace: float = 5.0  # how long past a run's timeout a silent agent is declared dead
     spec: SandboxSpec = field(default_factory=SandboxSpec)
     limits: RunLimits = field(default_factory=RunLimits)
 
@@ -157,20 +163,31 @@ class SandboxPool:
 
     # -- leases ------------------------------------------------------------------------
     async def acquire(self, timeout: float | None = None) -> Sandbox:
-        """A sandbox for exclusive use until :meth:`release`. Raises :class:`AcquireTimeout`
-        when none frees up in time and :class:`SandboxUnavailable` when none can be started."""
+        """A live sandbox for exclusive use until :meth:`release`. Raises
+        :class:`AcquireTimeout` when none frees up in time and :class:`SandboxUnavailable`
+        when none can be started. A sandbox that died while idle (or on its way to this
+        caller) is never handed out: it is replaced and the caller gets the next one."""
         self._check_open()
+        limit = self.config.acquire_timeout if timeout is None else timeout
+        deadline = anyio.current_time() + limit
+        while True:
+            slot = await self._next_slot(deadline, limit)
+            if slot.sandbox.alive:
+                return self._lease(slot)
+            self._discard(slot)  # no await since it was chosen: nothing can die in between
+
+    async def _next_slot(self, deadline: float, limit: float) -> _Slot:
+        """An idle slot, or the first one offered while this caller waits in line."""
         if self._idle and not self._waiters:
-            return self._lease(self._idle.popleft())
+            return self._idle.popleft()
         if len(self._waiters) >= self.config.max_waiters:
             raise SandboxUnavailable(f"{len(self._waiters)} callers already waiting; the pool is saturated")
         waiter = _Waiter()
         self._waiters.append(waiter)
         self.stats.waits += 1
         self._poke()
-        limit = self.config.acquire_timeout if timeout is None else timeout
         try:
-            with anyio.fail_after(limit):
+            with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
                 await waiter.event.wait()
         except TimeoutError:
             if waiter.slot is None:
@@ -191,17 +208,25 @@ class SandboxPool:
         if waiter.error is not None:
             raise waiter.error
         assert waiter.slot is not None
-        return self._lease(waiter.slot)
+        return waiter.slot
 
     async def release(self, sandbox: Sandbox) -> None:
-        """Hand a leased sandbox back; it is reset and probed in the background."""
+        """Hand a leased sandbox back; it is reset and probed in the background.
+
+        After the pool closed this is a no-op: closing killed every sandbox already, and a
+        lease that outlives its pool (``async with pool.lease()`` around the pool's exit)
+        must not turn its cleanup into an error. While the pool is open, releasing a sandbox
+        it did not lease, or releasing one twice, raises :class:`SandboxError`: that is a bug
+        in the caller (a double release could hand one sandbox to two tenants), not a state
+        to paper over."""
         slot = self._leased.pop(id(sandbox), None)
+        if self._closed:
+            if slot is not None:
+                await self._destroy(slot, False)
+            return
         if slot is None:
             raise SandboxError("release() of a sandbox this pool did not lease (or released twice)")
         self.stats.leased = len(self._leased)
-        if self._closed:
-            await self._destroy(slot, False)
-            return
         self._recycling += 1
         assert self._tg is not None
         self._tg.start_soon(self._recycle, slot)
@@ -245,7 +270,11 @@ class SandboxPool:
         return slot.sandbox
 
     def _offer(self, slot: _Slot) -> None:
-        """A ready sandbox goes to the longest waiter, else to the idle set."""
+        """A ready sandbox goes to the longest waiter, else to the idle set; a dead one is
+        replaced instead."""
+        if not slot.sandbox.alive:
+            self._discard(slot)
+            return
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.event.is_set():
@@ -271,16 +300,35 @@ class SandboxPool:
                     if not self._closed:
                         self._offer(slot)
                         return
-            await self._destroy(slot, True)
+            await self._destroy(slot, not self._closed)  # at shutdown nothing is replaced
         finally:
             self._recycling -= 1
             self._refresh_stats()
+
+    def _discard(self, slot: _Slot) -> None:
+        """Destroy a dead sandbox that is in no list any more, and have it replaced."""
+        if self._closed:
+            return  # aclose() kills everything in ``_all``
+        self._all.discard(slot)  # at once, so the supervisor counts the replacement in
+        assert self._tg is not None
+        self._tg.start_soon(self._destroy, slot, True)
+
+    def _died(self, slot: _Slot) -> None:
+        """A sandbox's ``on_death`` hook: an idle one is dropped and replaced now. Leased,
+        recycling and starting ones are handled where they are (release, reset, launch)."""
+        if self._closed or slot not in self._idle:
+            return
+        self._idle.remove(slot)
+        log.warning("idle %r; replacing it", slot.sandbox)
+        self._discard(slot)
+        self._refresh_stats()
 
     def _too_old(self, slot: _Slot) -> bool:
         return time.monotonic() - slot.born > self.config.max_lifetime
 
     async def _destroy(self, slot: _Slot, replace_it: bool) -> None:
         self._all.discard(slot)
+        self._probing.discard(slot)
         if slot in self._idle:
             self._idle.remove(slot)
         if replace_it:
@@ -352,7 +400,11 @@ class SandboxPool:
         box = None
         try:
             box = await self.backend.launch(spec)
-            sandbox = Sandbox(box, backend=self.backend.name, default_timeout=cfg.run_timeout, limits=cfg.limits)
+            sandbox = Sandbox(
+                box, backend=self.backend.name, default_timeout=cfg.run_timeout, limits=cfg.limits, grace=cfg.grace
+            )
+            slot = _Slot(sandbox)
+            sandbox.on_death = lambda _: self._died(slot)
             assert self._tg is not None
             with anyio.fail_after(30):
                 await self._tg.start(sandbox.serve)
@@ -368,7 +420,6 @@ class SandboxPool:
             self._starting -= 1
         self._consecutive_failures = 0
         self.stats.launched += 1
-        slot = _Slot(sandbox)
         self._all.add(slot)
         if self._closed:
             await self._destroy(slot, False)
