@@ -64,8 +64,10 @@ class Chaos:
         """No trace of the sandbox on the host: no bwrap process, or no container."""
         if self.docker is None:
             return not [p for p in bwrap_processes() if p.box == sandbox.id]
+        # The low-level listing: containers.list() inspects each one found, which races the
+        # removal it is waiting for (404).
         found = await anyio.to_thread.run_sync(
-            lambda: self.docker.containers.list(all=True, filters={"id": sandbox.id})
+            lambda: self.docker.api.containers(all=True, filters={"id": sandbox.id})
         )
         return not found
 
