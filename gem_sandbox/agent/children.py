@@ -19,7 +19,7 @@ import signal
 import sys
 import traceback
 
-from . import linux, pyexec
+from . import linux, protocol, pyexec
 from .pipes import PipeWriter
 
 # Python sets these at startup; an exec'd program must get them back at their defaults or
@@ -89,16 +89,6 @@ def exit_outcome(status):
         sig = os.WTERMSIG(status)
         return -sig, sig
     return os.WEXITSTATUS(status), None
-
-
-def source_bytes(text):
-    """Code as bytes for a file or a pipe: UTF-8, with the raw bytes a host decoded with
-    ``surrogateescape`` restored, and any other lone surrogate passed through (the program
-    then rejects the invalid UTF-8 itself, as it would from a file)."""
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
 
 
 def cpu_ms(usage):
@@ -173,7 +163,7 @@ def _exec(orders):
         os.mkdir(orders["scratch"], 0o700)
         for name, text in orders["files"].items():
             with open(os.path.join(orders["scratch"], name), "wb") as f:
-                f.write(source_bytes(text))
+                f.write(protocol.text_bytes(text))
     for argv in orders.get("before", ()):
         code, sig = exit_outcome(_call(argv))
         if code != 0:

@@ -35,10 +35,13 @@ def write_tar(root, dest, data, gid):
     every existing path on the way is checked before anything is written."""
     base = split(dest) if dest not in ("", ".") else []
     try:
-        tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
+        return _unpack(root, base, data, gid)
     except tarfile.TarError as exc:
-        raise Refused("bad_request", "not an uncompressed tar stream: %s" % exc) from None
-    with tar:
+        raise Refused("bad_request", "not a valid uncompressed tar stream: %s" % exc) from None
+
+
+def _unpack(root, base, data, gid):
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
         plan = []
         for member in tar.getmembers():
             if not (member.isfile() or member.isdir()):
@@ -46,6 +49,11 @@ def write_tar(root, dest, data, gid):
                     "unsafe_path",
                     "%r is a link, device or fifo; only regular files and directories can "
                     "be written" % member.name,
+                )
+            if member.offset_data + member.size > len(data):
+                raise Refused(
+                    "bad_request",
+                    "%r declares %d bytes the stream does not hold" % (member.name, member.size),
                 )
             parts = base + split(member.name)
             if parts:

@@ -11,7 +11,7 @@ in :func:`.pyexec.serve_cells`.
 import os
 import signal
 
-from .children import source_bytes
+from .protocol import text_bytes
 from .sessions import Sessions
 
 
@@ -20,7 +20,7 @@ class Kernels(Sessions):
         return {"program": "kernel"}
 
     def encode(self, seq, text):
-        code = source_bytes(text)
+        code = text_bytes(text)
         return b"%d %d\n%s" % (seq, len(code), code)
 
     async def interrupt(self, session):

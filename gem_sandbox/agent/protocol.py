@@ -79,6 +79,16 @@ class Refused(Exception):
         return {"type": self.kind, "message": str(self)}
 
 
+def text_bytes(text):
+    """Code or input text as bytes for a file, pipe or payload: UTF-8, with the raw bytes of
+    a ``surrogateescape`` decoding restored and any other lone surrogate passed through, so
+    odd text reaches the program (which rejects invalid UTF-8 itself) instead of raising."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
 def encode(header, payload=b""):
     """One frame as bytes."""
     head = json.dumps(header, separators=(",", ":")).encode("utf-8")

@@ -18,7 +18,7 @@ def status_of(
     the agent's own decisions (``timed_out``, ``flooded``, ``interrupted``: deadline, output
     ceiling, reset) and the kernel's (``oom_killed``: the cgroup's OOM-kill count rose
     while the command ran). Nothing the command printed is read."""
-    if timed_out or sig == signal.SIGXCPU:
+    if timed_out:
         return "timeout"
     if flooded:
         return "output_limit"

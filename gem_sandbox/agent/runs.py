@@ -200,8 +200,10 @@ class Runner:
             oom_killed=self.oom.count() > ooms_before,
             truncated=out.truncated or err.truncated,
         )
-        if sig == signal.SIGKILL and cpu_ms >= limits.cpu_seconds * 1000:
-            status = "timeout"  # the hard RLIMIT_CPU, a second after a caught SIGXCPU
+        if sig in (signal.SIGXCPU, signal.SIGKILL) and cpu_ms >= limits.cpu_seconds * 1000 - 50:
+            # The kernel's RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL a second later if
+            # that was caught. A signal the run sent itself before using its CPU is "killed".
+            status = "timeout"
         fields, payload = results.result(status, code, sig, out, err, duration_ms, cpu_ms)
         return fields, payload, gone
 

@@ -10,7 +10,7 @@ reports its status and the session lives on; when bash itself was busy (a builti
 status comes and the session is killed, to be started afresh by the next command.
 """
 
-from .children import source_bytes
+from .protocol import text_bytes
 from .sessions import Sessions
 
 DRIVER = (
@@ -30,7 +30,7 @@ class Shells(Sessions):
         return {"program": "exec", "argv": [self.bash, "--noprofile", "--norc", "-c", DRIVER]}
 
     def encode(self, seq, text):
-        return b"%d\0%s\0" % (seq, source_bytes(text))
+        return b"%d\0%s\0" % (seq, text_bytes(text))
 
     def unsendable(self, text):
         if "\0" in text:

@@ -270,7 +270,7 @@ class Sandbox:
                 f"{language!r} cannot run in sandbox {self.id}; it has {', '.join(languages)}"
             )
         timeout = self.default_timeout if timeout is None else timeout
-        data = stdin.encode() if isinstance(stdin, str) else stdin or b""
+        data = protocol.text_bytes(stdin) if isinstance(stdin, str) else stdin or b""
         header = {
             "op": "run",
             "language": language,
@@ -323,7 +323,7 @@ class Sandbox:
         with tarfile.open(fileobj=archive, mode="w") as tar:
             for path, content in files.items():
                 _check_path(path)
-                data = content.encode() if isinstance(content, str) else bytes(content)
+                data = protocol.text_bytes(content) if isinstance(content, str) else bytes(content)
                 info = tarfile.TarInfo(path)
                 info.size = len(data)
                 info.mode = 0o664
