@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 FEATURES = ["run", "kernel", "shell", "files", "reset", "stats"]
 FLUSH_PATIENCE = 2.0  # seconds to get the last responses out at shutdown
+TRIM_SLACK_KB = 4096  # growth over the idle size that a reset gives back to the kernel
 
 
 class Agent:
@@ -38,6 +39,7 @@ class Agent:
     def __init__(self, config, loop, send):
         self.send = send
         self.started = time.monotonic()
+        self.idle_rss_kb = 0  # set once serving: what a reset trims the agent back towards
         self.stopping = asyncio.Event()
         self.reaper = Reaper(loop)
         self.tenants = Tenants(config, self.reaper)
@@ -157,8 +159,9 @@ class Agent:
             problems.append("System V IPC objects survived")
         if problems:
             raise Refused("reset_failed", "; ".join(problems))
-        gc.collect()
-        linux.release_free_memory()
+        if _rss_kb() > self.idle_rss_kb + TRIM_SLACK_KB:  # collecting costs ~5 ms: when due
+            gc.collect()
+            linux.release_free_memory()
         return {"killed": killed}, b""
 
     async def stats(self, header, payload):
@@ -222,6 +225,7 @@ async def serve(config):
     if os.getpid() != 1:
         loop.add_signal_handler(signal.SIGTERM, agent.stopping.set)
     send(agent.hello())
+    agent.idle_rss_kb = _rss_kb()
     agent.runner.prepare_spare()
     stopping = loop.create_task(agent.stopping.wait())
     await asyncio.wait([reader.eof, stopping], return_when=asyncio.FIRST_COMPLETED)
