@@ -167,7 +167,9 @@ class BwrapBox(ProcessBox):
     """SIGKILL to the pid namespace's init makes the kernel kill everything in the sandbox,
     and the launcher exits only after that: ``kill`` returns with nothing left. A launcher
     killed while it was still starting the sandbox can leave an init behind, blocked before
-    it could arm ``--die-with-parent``; the final sweep kills it."""
+    it could arm ``--die-with-parent``; the final sweep kills it. A rootless sandbox has no
+    bwrap init (the agent is pid 1): killing the launcher takes the agent, and with it the
+    whole pid namespace, down through ``--die-with-parent``."""
 
     def __init__(self, box_id: str, process: Process, stream: ByteStream) -> None:
         super().__init__(box_id, process, polite=False, cleanup=self._sweep, stream=stream)
