@@ -50,7 +50,6 @@ def result(status, exit_code, sig, out, err, duration_ms, cpu_ms):
     return fields, stdout + stderr
 
 
-
 def failed_before_start(message, exit_code=2):
     """A command that could not start for a reason of its own making (bash cannot read a
     NUL byte): an ``error`` with the reason on stderr, as the program would report it."""
