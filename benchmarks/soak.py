@@ -33,7 +33,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import anyio
 import anyio.to_thread
@@ -289,7 +289,7 @@ async def soak(
             tally = _Tally()
             seconds = await _drive(pool, calls, callers, tally)
             rss_after = rss_mb()
-            stats = replace(pool.stats)  # as the soak left it, before closing changes it
+            stats = pool.statistics()  # as the soak left it, before closing changes it
     finally:
         await recording.aclose()
     processes, containers = await anyio.to_thread.run_sync(_leftovers, backend, recording.box_ids)

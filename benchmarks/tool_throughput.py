@@ -1,7 +1,7 @@
 """Python tool calls per second for 256 concurrent episodes: gem-sandbox against gem-llm.
 
 Ours: ``AsyncVectorEnv`` (one event loop) of ``ToolEnvWrapper(PythonCodeTool)`` episodes on
-the arithmetic env, the calls running on a pool of 8 Docker containers (bubblewrap when Docker
+the arithmetic env, the calls running on a runtime of 8 Docker containers (bubblewrap when Docker
 is unavailable; the table says which). GEM: the real ``gem-llm`` package, its ``PythonCodeTool``
 (a host subprocess per call) in its ``ToolEnvWrapper``, stepped by its thread-per-env
 ``AsyncVectorEnv``. Both step the same actions: five tool calls per episode, then an answer.
@@ -24,8 +24,9 @@ import anyio
 from gem_sandbox_envs.math.arithmetic import ArithmeticEnv
 
 from gem_sandbox.core import EnvWrapper
+from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.config import backend_class
-from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
+from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox.tools.python import PythonCodeTool
 from gem_sandbox.vector import AsyncVectorEnv
 from gem_sandbox.wrappers import ToolEnvWrapper
@@ -62,9 +63,9 @@ async def ours(num_episodes: int, backend: str) -> tuple[float, list[float]]:
     """Tool calls per second and per-call step latencies of gem-sandbox."""
     latencies: list[float] = []
     config = PoolConfig(min_idle=POOL_SIZE, max_size=POOL_SIZE)
-    async with SandboxPool(backend_class(backend)(), config) as pool:
-        await pool.wait_ready()
-        tool = PythonCodeTool(timeout=5, pool=pool)
+    async with Runtime(backend, config) as runtime:
+        await runtime.wait_ready()
+        tool = PythonCodeTool(timeout=5, runtime=runtime)
         envs = [
             Timed(ToolEnvWrapper(ArithmeticEnv(seed=i), [tool], 0.05, 0.25, TOOL_CALLS), latencies)
             for i in range(num_episodes)

@@ -2,21 +2,41 @@
 
 ``import gem_sandbox as gem`` gives GEM's public surface (``make``, ``make_vec``,
 ``register``, ``print_envs``, ``Env``, ``EnvWrapper``), so training code switches by changing
-one import.
+one import. Sandboxes come from a :class:`Runtime` the caller opens and passes as
+``runtime=`` (async code), a :class:`SyncRuntime` (blocking code), or, for sync code that
+passes none, the process default that :func:`configure` sets up.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from gem_sandbox.core import Env, EnvWrapper
 from gem_sandbox.registry import EnvSpec, make, make_vec, print_envs, register
+from gem_sandbox.runtime import Runtime
+from gem_sandbox.sandbox import config as _settings
+from gem_sandbox.sandbox.pool import PoolConfig
+from gem_sandbox.sync import SyncRuntime, close_default_runtime
 
-__all__ = ["Env", "EnvSpec", "EnvWrapper", "configure", "make", "make_vec", "print_envs", "register"]
+__all__ = [
+    "Env",
+    "EnvSpec",
+    "EnvWrapper",
+    "Runtime",
+    "SyncRuntime",
+    "configure",
+    "make",
+    "make_vec",
+    "print_envs",
+    "register",
+]
 __version__ = "0.1.0"
 
 
-def configure(backend: str | None = None, **options: object):
-    """Choose the sandbox backend (``auto``, ``local``, ``docker``, ``process``) and
-    pool options for pools created from now on. See :mod:`gem_sandbox.sandbox.config`."""
-    from gem_sandbox.sandbox.config import configure as _configure
-
-    return _configure(backend, **options)
+def configure(backend: str | None = None, **options: Any) -> PoolConfig:
+    """Choose the sandbox backend (``auto``, ``local``, ``docker``, ``process``) and pool
+    options for runtimes opened from now on; the process default, if open, is closed and
+    reopens with them at its next use. See :mod:`gem_sandbox.sandbox.config`."""
+    config = _settings.configure(backend, **options)
+    close_default_runtime()
+    return config

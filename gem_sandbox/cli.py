@@ -65,7 +65,7 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--force", action="store_true", help="rebuild even when the tag exists")
     build.set_defaults(func=_images)
 
-    doctor = sub.add_parser("doctor", help="check Docker, images, bubblewrap and e2b settings")
+    doctor = sub.add_parser("doctor", help="check Python, Docker, the sandbox image and bubblewrap")
     doctor.set_defaults(func=_doctor)
 
     from gem_sandbox.search.cli import add_search_commands
@@ -79,7 +79,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from gem_sandbox.signals import exit_on_sigterm
+
     args = parser().parse_args(argv)
+    exit_on_sigterm()  # a command owns its process: SIGTERM unwinds it and removes its sandboxes
     try:
         return args.func(args)
     except KeyboardInterrupt:

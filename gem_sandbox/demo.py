@@ -91,24 +91,23 @@ def play(env: Env, policy: Policy, seed: int) -> float:
 
 
 def sandbox_demo(backend: str | None) -> None:
-    """Run a stateless script and a persistent kernel in a pooled sandbox."""
-    from gem_sandbox.sandbox.sync import SyncSandboxPool
-
-    with SyncSandboxPool(backend=backend, min_idle=1, max_size=2) as pool:
-        pool.wait_ready()
-        print(f"\n== sandbox ({pool.backend_name}): a stateless run through a warm pool")
+    """Run a stateless script and a timed-out one on a runtime of warm sandboxes."""
+    with gem.SyncRuntime(backend, min_idle=1, max_size=2) as runtime:
+        runtime.wait_ready()
+        print(f"\n== sandbox ({runtime.backend}): a stateless run through a warm pool")
         code = "import sys, os\nprint(sum(range(10**6)), 'as uid', os.getuid(), 'on', sys.platform)"
         start = time.perf_counter()
-        result = pool.run(code)
+        result = runtime.run(code)
         print(f"  $ python -c {code!r}\n  {result.stdout.strip()}  [{result.status.value}, "
               f"{(time.perf_counter() - start) * 1000:.1f} ms round trip]")
-        timed_out = pool.run("import time; print('working', flush=True); time.sleep(60)", timeout=1)
+        timed_out = runtime.run("import time; print('working', flush=True); time.sleep(60)", timeout=1)
         print(f"  a 60 s sleep with a 1 s timeout -> {timed_out.status.value} after "
               f"{timed_out.duration_ms:.0f} ms, partial output {timed_out.stdout.strip()!r}")
 
 
 def tool_demo(episodes: int) -> None:
-    """Math with GEM's ``python_tool`` wrapper: the tool call runs in the default pool."""
+    """Math with GEM's ``python_tool`` wrapper: the tool call runs on the process default
+    runtime, as GEM-style sync code without a runtime of its own does."""
     from gem_sandbox.sandbox import config
 
     backend = config.resolve_backend_name(config.backend_name())

@@ -6,9 +6,6 @@ with a fix, not a crash, so the report is complete however broken the machine is
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
-import os
 import shutil
 import subprocess
 import sys
@@ -108,16 +105,6 @@ def _bubblewrap() -> Check:
     return Check("bubblewrap", True, f"{version.stdout.strip()} runs sandboxes")
 
 
-def _e2b() -> Check:
-    has_key = bool(os.environ.get("E2B_API_KEY"))
-    has_sdk = importlib.util.find_spec("e2b") is not None
-    sdk = f"e2b {importlib.metadata.version('e2b')} installed" if has_sdk else "e2b not installed"
-    detail = f"E2B_API_KEY {'set' if has_key else 'not set'}; {sdk}"
-    fixes = [] if has_sdk else ["pip install 'gem-sandbox[e2b]'"]
-    fixes += [] if has_key else ["export E2B_API_KEY=..."]
-    return Check("e2b", has_key and has_sdk, detail, "; ".join(fixes) or None)
-
-
 def _guard(name: str, check: Callable[[], Check]) -> Check:
     try:
         return check()
@@ -130,5 +117,4 @@ _CHECKS: list[tuple[str, Callable[[], Check]]] = [
     ("docker", _docker_daemon),
     ("image", _sandbox_image),
     ("bubblewrap", _bubblewrap),
-    ("e2b", _e2b),
 ]

@@ -10,25 +10,38 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import docker
-import docker.errors
 import pytest
 
-from gem_sandbox import images
 from gem_sandbox.sandbox.backends.base import SandboxSpec
-from gem_sandbox.sandbox.backends.docker import OWNER_LABEL, POOL_LABEL, DockerBackend, DockerOptions, owner_id
+from gem_sandbox.sandbox.pool.pool import POOL_LABEL
+
+if TYPE_CHECKING:
+    import docker
+
+    from gem_sandbox.sandbox.backends.docker import DockerBackend
 
 TEST_POOL = "gem-sandbox-tests"
+
+
+def docker_sdk() -> ModuleType:
+    """The Docker SDK, or a skip saying how to get it (the modules importing these fixtures
+    have bubblewrap cases too, which must still run without it)."""
+    return pytest.importorskip("docker", reason="needs the docker Python package: pip install -e '.[test]'")
 
 
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[docker.DockerClient]:
     """The daemon; at session end, proof that every sandbox container was removed."""
+    sdk = docker_sdk()
+    from gem_sandbox.sandbox.backends.docker import OWNER_LABEL, owner_id
+
     try:
-        client = docker.from_env(timeout=60)
+        client = sdk.from_env(timeout=60)
         client.ping()
-    except docker.errors.DockerException as exc:
+    except sdk.errors.DockerException as exc:
         pytest.skip(f"no Docker daemon answers: {exc}")
     yield client
     # Only this session's containers: another process's pool on the same daemon is not ours.
@@ -43,6 +56,8 @@ def docker_client() -> Iterator[docker.DockerClient]:
 @pytest.fixture(scope="session")
 def sandbox_image(docker_client: docker.DockerClient) -> str:
     """The image for the current tree (a no-op when it is built already, as in CI)."""
+    from gem_sandbox import images
+
     started = time.monotonic()
     try:
         tag = images.build(progress=lambda line: print(f"[image] {line}"))
@@ -62,6 +77,8 @@ def spec() -> SandboxSpec:
 
 @pytest.fixture
 async def backend(sandbox_image: str) -> AsyncIterator[DockerBackend]:
+    from gem_sandbox.sandbox.backends.docker import DockerBackend, DockerOptions
+
     backend = DockerBackend(DockerOptions(image=sandbox_image))
     yield backend
     await backend.aclose()

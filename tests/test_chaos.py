@@ -117,7 +117,7 @@ async def assert_healed(chaos: Chaos, victim: Sandbox) -> None:
             await anyio.sleep(0.05)
     result = await chaos.pool.run("print('healed')")
     assert result.status is Status.OK and result.stdout == "healed\n"
-    assert chaos.pool.stats.replacements == 1
+    assert chaos.pool.statistics().replacements == 1
 
 
 # --- (a) the container killed mid-call --------------------------------------------------

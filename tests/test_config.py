@@ -6,7 +6,6 @@ import pytest
 
 import gem_sandbox
 from gem_sandbox.sandbox import config
-from gem_sandbox.sandbox.backends.docker import DockerBackend
 from gem_sandbox.sandbox.backends.local import LocalBackend
 from gem_sandbox.sandbox.errors import BackendNotAvailable
 
@@ -46,7 +45,13 @@ def test_unknown_names_are_refused():
         gem_sandbox.configure(max_sise=3)
 
 
+def docker_backend() -> type:
+    pytest.importorskip("docker", reason="needs the docker Python package: pip install -e '.[test]'")
+    return config.backend_class("docker")
+
+
 def test_auto_prefers_docker_then_bubblewrap(monkeypatch):
+    DockerBackend = docker_backend()
     monkeypatch.setattr(DockerBackend, "check", classmethod(lambda cls: None))
     assert config.resolve_backend_name("auto") == "docker"
     monkeypatch.setattr(DockerBackend, "check", classmethod(lambda cls: "no daemon"))
@@ -54,6 +59,7 @@ def test_auto_prefers_docker_then_bubblewrap(monkeypatch):
 
 
 def test_auto_never_falls_back_to_the_unisolated_backend(monkeypatch):
+    DockerBackend = docker_backend()
     monkeypatch.setattr(DockerBackend, "check", classmethod(lambda cls: "no daemon"))
     monkeypatch.setattr(LocalBackend, "check", classmethod(lambda cls: "bwrap is missing"))
     with pytest.raises(BackendNotAvailable, match="backend='process' knowingly"):

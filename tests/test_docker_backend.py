@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+# Without the Docker SDK these tests skip, saying why, instead of failing to import.
+pytest.importorskip("docker", reason="needs the docker Python package: pip install -e '.[test]'")
+
 import http.client
 import socket
 import struct
@@ -9,18 +14,13 @@ import time
 
 import anyio
 import docker
-import pytest
 from anyio.abc import SocketStream
 
 from gem_sandbox.agent import protocol
 from gem_sandbox.sandbox.backends.base import SandboxSpec
-from gem_sandbox.sandbox.backends.docker import (
-    POOL_LABEL,
-    DockerBackend,
-    DockerOptions,
-    _AttachStream,
-    _detach,
-)
+from gem_sandbox.sandbox.backends.docker import POOL_LABEL, DockerBackend, DockerOptions
+from gem_sandbox.sandbox.backends.docker.attach import AttachStream as _AttachStream
+from gem_sandbox.sandbox.backends.docker.attach import detach as _detach
 from gem_sandbox.sandbox.errors import SandboxUnavailable
 from tests.docker_fixtures import TEST_POOL, backend, docker_client, sandbox_image, spec  # noqa: F401
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+# Without the Docker SDK these tests skip, saying why, instead of failing to import.
+pytest.importorskip("docker", reason="needs the docker Python package: pip install -e '.[test]'")
+
 import time
 
 import anyio
@@ -9,7 +14,6 @@ import anyio.to_thread
 import docker
 import docker.api.container
 import docker.errors
-import pytest
 import requests
 
 from gem_sandbox.sandbox.backends.base import SandboxSpec

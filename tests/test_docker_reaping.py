@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+# Without the Docker SDK these tests skip, saying why, instead of failing to import.
+pytest.importorskip("docker", reason="needs the docker Python package: pip install -e '.[test]'")
+
 import os
 import signal
 import subprocess
@@ -9,7 +14,6 @@ import sys
 import textwrap
 
 import docker
-import pytest
 
 from gem_sandbox.sandbox.backends.base import SandboxSpec
 from gem_sandbox.sandbox.backends.docker import OWNER_LABEL, POOL_LABEL, DockerBackend
@@ -87,6 +91,9 @@ POOL_OWNER_SCRIPT = """
 import anyio
 from gem_sandbox.sandbox.backends.docker import DockerBackend
 from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
+from gem_sandbox.signals import exit_on_sigterm
+
+exit_on_sigterm()  # the application's choice: the library never takes SIGTERM itself
 
 async def main():
     async with SandboxPool(DockerBackend(), PoolConfig(min_idle=2, max_size=2), name={pool!r}) as pool:

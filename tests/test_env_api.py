@@ -16,7 +16,7 @@ def test_sync_env_gets_an_async_face():
         await env.areset(seed=1)
         return await env.astep("x")
 
-    from gem_sandbox._loop import run_sync
+    from gem_sandbox.sync import run_sync
 
     assert obs.startswith("start")
     assert run_sync(play)[2] is True

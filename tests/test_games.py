@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gem_sandbox.core import Env
-from gem_sandbox.registry import make, matching_ids
+from gem_sandbox.registry import make, matching_ids, spec
 from gem_sandbox_envs.games import register_all
 from gem_sandbox_envs.games.base import GameReward
 from gem_sandbox_envs.games.fifteen_puzzle import MOVES, is_solvable
@@ -112,6 +112,15 @@ def test_make_builds_a_playable_env(env_id: str) -> None:
     assert re.fullmatch(r"\\boxed\{[^{}]+\}", action)
     obs, reward, *_ = env.step(action)
     assert isinstance(obs, str) and reward >= 0
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_a_misspelt_option_is_a_type_error_listing_the_valid_ones(game: str) -> None:
+    env_id = f"game:{game}-v0"
+    with pytest.raises(TypeError, match=r"unknown option 'max_turn' \(did you mean 'max_turns'\?\)") as caught:
+        make(env_id, max_turn=5)
+    valid = caught.value.args[0].partition("its options are ")[2].split(", ")
+    assert set(valid) >= {*spec(env_id).kwargs, "seed"}
 
 
 # -- GEM's episode rules, for every game ---------------------------------------------------

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from gem_sandbox.integrations import gem as drop_in
+from gem_sandbox.sync import SyncRuntime
 from tests.tool_fixtures import BACKENDS, make_backend
 
 gem_tool_module = pytest.importorskip(
@@ -24,7 +25,7 @@ PythonCodeTool = gem_tool_module.PythonCodeTool
 @pytest.fixture(params=BACKENDS)
 def installed(request: pytest.FixtureRequest) -> Iterator[str]:
     make_backend(request.param)  # skips when the backend cannot run here
-    drop_in.install(request.param, min_idle=1, max_size=4)
+    drop_in.install(backend=request.param, min_idle=1, max_size=4)
     yield request.param
     drop_in.uninstall()
 
@@ -73,9 +74,25 @@ def test_gems_code_env_scores_solutions_in_our_sandbox(installed: str):
 
 def test_uninstall_restores_gems_own_run_python():
     code_env = pytest.importorskip("gem.envs.code_env", reason="GEM's CodeEnv imports datasets")
-    drop_in.install("local", min_idle=0, max_size=1)
+    drop_in.install(backend="local", min_idle=0, max_size=1)
     assert gem_tool_module.run_python is not GEMS_RUN_PYTHON and code_env.run_python is not GEMS_RUN_PYTHON
     drop_in.uninstall()
     assert gem_sandbox_module.run_python is GEMS_RUN_PYTHON
     assert gem_tool_module.run_python is GEMS_RUN_PYTHON and code_env.run_python is GEMS_RUN_PYTHON
     assert not drop_in.installed()
+
+
+def test_install_runs_gems_code_on_the_callers_runtime_and_leaves_it_open():
+    with SyncRuntime("local", min_idle=1, max_size=1) as runtime:
+        drop_in.install(runtime)
+        try:
+            assert PythonCodeTool().execute_action("<python>print(3)</python>")[2] == "Code execution result: 3\n\n"
+            assert runtime.statistics().leases == 1
+        finally:
+            drop_in.uninstall()
+        assert runtime.run("print(4)").stdout == "4\n"  # uninstall() closed only what install() opened
+
+
+def test_install_takes_a_runtime_or_settings_not_both():
+    with SyncRuntime("local", min_idle=0, max_size=1) as runtime, pytest.raises(TypeError, match="not both"):
+        drop_in.install(runtime, max_size=2)

@@ -12,10 +12,10 @@ from gem_sandbox_envs.math.grading import answers_match
 
 import gem_sandbox as gem
 from gem_sandbox.demo import PROGRAMS, play, python_tool_user
-from gem_sandbox.sandbox.pool import SandboxPool
-from gem_sandbox.tools.context import using_pool
+from gem_sandbox.runtime import Runtime
+from gem_sandbox.sync import close_default_runtime
 from gem_sandbox.wrappers import get_wrapper_fns
-from tests.tool_fixtures import anyio_backend, pool  # noqa: F401  (fixtures)
+from tests.tool_fixtures import anyio_backend, runtime  # noqa: F401  (fixtures)
 
 
 def test_the_same_seed_gives_the_same_problem():
@@ -82,22 +82,19 @@ def test_register_all_makes_the_id_and_is_idempotent():
 
 
 @pytest.mark.anyio
-async def test_a_tool_using_episode_computes_then_answers(pool: SandboxPool):
+async def test_a_tool_using_episode_computes_then_answers(runtime: Runtime):
     env = ArithmeticEnv(seed=0)
-    for fn in get_wrapper_fns("python_tool"):
+    for fn in get_wrapper_fns("python_tool", runtime=runtime):
         env = fn(env)
-    async with using_pool(pool):
-        obs, _ = await env.areset(seed=4)
-        policy = python_tool_user(obs)
-        tool_obs, tool_reward, *_ , info = await env.astep(next(policy))
-        final_obs, reward, terminated, truncated, _ = await env.astep(policy.send(tool_obs))
+    obs, _ = await env.areset(seed=4)
+    policy = python_tool_user(obs)
+    tool_obs, tool_reward, *_ , info = await env.astep(next(policy))
+    final_obs, reward, terminated, truncated, _ = await env.astep(policy.send(tool_obs))
     assert info["use_tool"] and tool_obs.startswith("Code execution result: ")
     assert tool_reward == pytest.approx(0.30) and reward == 1.0 and terminated and truncated
 
 
-def test_the_demo_plays_a_tool_episode_through_the_default_pool(capsys):
-    from gem_sandbox.sandbox import default
-
+def test_the_demo_plays_a_tool_episode_on_the_process_default_runtime(capsys):
     env = ArithmeticEnv()
     for fn in get_wrapper_fns("python_tool"):
         env = fn(env)
@@ -105,5 +102,5 @@ def test_the_demo_plays_a_tool_episode_through_the_default_pool(capsys):
         assert play(env, python_tool_user, seed=1) == pytest.approx(1.30)
     finally:
         env.close()
-        default.close_default_pools()
+        close_default_runtime()
     assert "Code execution result: " in capsys.readouterr().out

@@ -13,7 +13,7 @@ from gem_sandbox.sandbox.backends.local import LocalBackend, bwrap_processes
 from gem_sandbox.sandbox.errors import AcquireTimeout, PoolClosed, SandboxUnavailable
 from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
 from gem_sandbox.sandbox.result import Status
-from gem_sandbox.sandbox.sync import SyncSandboxPool
+from gem_sandbox.sync import SyncRuntime
 
 pytestmark = pytest.mark.anyio
 
@@ -38,22 +38,46 @@ async def test_a_released_sandbox_is_reset_and_reused():
             assert sb.id == first
             result = await sb.run("import os; print(os.listdir('.'))")
         assert result.stdout.strip() == "[]"
-        assert p.stats.leases == 2 and p.stats.resets >= 1
+        assert p.statistics().leases == 2 and p.statistics().resets >= 1
 
 
 async def test_nothing_leaks_between_leases():
+    from textwrap import dedent  # (local: this test alone needs it)
+
+    # The comm of every process in the sandbox but this run's own and its ancestors (the agent
+    # and the sandbox's init).
+    strangers = dedent("""
+        import os
+        def parent(pid):
+            with open(f'/proc/{pid}/status') as status:
+                return int(next(line for line in status if line.startswith('PPid:')).split()[1])
+        mine, pid = set(), os.getpid()
+        while pid:
+            mine.add(pid)
+            pid = parent(pid)
+        comms = []
+        for entry in os.listdir('/proc'):
+            if entry.isdigit() and int(entry) not in mine:
+                try:
+                    comms.append(open(f'/proc/{entry}/comm').read().strip())
+                except OSError:  # it exited meanwhile
+                    pass
+        print(sorted(comms))
+    """)
     async with pool(min_idle=1, max_size=1) as p:
         async with p.lease() as sb:
             await sb.run("import subprocess; subprocess.Popen(['sleep', '300'], start_new_session=True)")
-            await sb.shell("export SECRET=42; cd /tmp; touch /tmp/mark")
-            await sb.kernel_exec("token = 'abc'")
+            await sb.shell("export SECRET=42; cd /tmp; touch /tmp/mark; (sleep 301 &)")
+            await sb.kernel_exec("import subprocess; token = 'abc'; subprocess.Popen(['sleep', '302'])")
+            during = await sb.run(strangers)
         async with p.lease() as sb:
-            procs = await sb.run("import os; print(sum(1 for p in os.listdir('/proc') if p.isdigit()))")
+            after = await sb.run(strangers)
             env = await sb.shell("echo ${SECRET:-unset}; pwd; ls /tmp")
             kernel = await sb.kernel_exec("print('token' in dir())")
+        assert during.stdout.count("sleep") == 2  # the probe sees what outlives its call
+        assert after.stdout.strip() == "[]"  # no shell, kernel or sleep survived the reset
         assert "unset" in env.stdout and "mark" not in env.stdout
         assert kernel.stdout.strip() == "False"
-        assert "sleep" not in procs.stdout
 
 
 async def test_acquire_waits_for_a_release_when_the_pool_is_full():
@@ -71,7 +95,7 @@ async def test_acquire_waits_for_a_release_when_the_pool_is_full():
             order.append("releasing")
             await p.release(sb)
         assert order == ["releasing", "second got it"]
-        assert p.stats.waits >= 1
+        assert p.statistics().waits >= 1
 
 
 async def test_waiters_are_served_first_come_first_served():
@@ -97,7 +121,7 @@ async def test_acquire_times_out_with_a_clear_error():
         async with p.lease():
             with pytest.raises(AcquireTimeout, match="max_size=1"):
                 await p.acquire(timeout=0.3)
-        assert p.stats.acquire_timeouts == 1
+        assert p.statistics().acquire_timeouts == 1
 
 
 async def test_too_many_waiters_is_refused_at_once():
@@ -119,7 +143,7 @@ async def test_a_sandbox_killed_while_leased_is_replaced():
             assert result.status is Status.INFRA_ERROR
         async with p.lease() as sb:
             assert sb.id != dead and (await sb.run("print(1)")).stdout == "1\n"
-        assert p.stats.replacements == 1
+        assert p.statistics().replacements == 1
 
 
 async def test_an_idle_sandbox_that_dies_is_replaced_by_the_supervisor():
@@ -130,7 +154,7 @@ async def test_an_idle_sandbox_that_dies_is_replaced_by_the_supervisor():
         with anyio.fail_after(10):
             while not p._idle or p._idle[0].sandbox is victim:
                 await anyio.sleep(0.05)
-        assert p.stats.replacements == 1
+        assert p.statistics().replacements == 1
 
 
 async def test_max_uses_retires_a_sandbox():
@@ -190,13 +214,13 @@ async def test_closing_the_pool_kills_every_sandbox_and_refuses_new_leases():
         await p.acquire()
 
 
-def test_sync_facade_runs_code_without_an_event_loop():
-    with SyncSandboxPool(backend="local", min_idle=1, max_size=1) as p:
-        assert p.run("print(6 * 7)").stdout == "42\n"
-        with p.lease() as sb:
+def test_a_sync_runtime_runs_code_without_an_event_loop():
+    with SyncRuntime("local", min_idle=1, max_size=1) as runtime:
+        assert runtime.run("print(6 * 7)").stdout == "42\n"
+        with runtime.lease() as sb:
             sb.write_files({"data.txt": "hello"})
             assert sb.run("print(open('data.txt').read())").stdout == "hello\n"
-        assert p.stats["leases"] == 2
+        assert runtime.statistics().leases == 2
     start = time.monotonic()
     while bwrap_children() and time.monotonic() - start < 5:
         time.sleep(0.05)

@@ -53,15 +53,15 @@ async def test_acquire_after_an_idle_agent_died_hands_out_a_live_sandbox() -> No
             assert sb is not victim and sb.alive
             result = await sb.run("print('alive')")
         assert result.status is Status.OK and result.stdout == "alive\n"
-        assert p.stats.replacements == 1
+        assert p.statistics().replacements == 1
 
 
 async def test_a_dead_idle_sandbox_is_replaced_without_waiting_for_a_health_check() -> None:
     async with pool() as p:
         victim = await idle_sandbox(p)
         os.kill(agent_host_pid(victim), signal.SIGKILL)
-        await until(lambda: p.stats.launched == 2 and p.stats.idle == 1)
-        assert p.stats.replacements == 1
+        await until(lambda: p.statistics().launched == 2 and p.statistics().idle == 1)
+        assert p.statistics().replacements == 1
         await until(lambda: box_processes(victim.id) == [])
 
 
@@ -76,11 +76,11 @@ async def test_a_sandbox_that_dies_while_a_caller_waits_is_not_handed_to_it() ->
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(waiter)
-            await until(lambda: p.stats.waits == 1)
+            await until(lambda: p.statistics().waits == 1)
             os.kill(agent_host_pid(held), signal.SIGKILL)
             await until(lambda: not held.alive)
             await p.release(held)  # dead: destroyed and replaced, the waiter gets the new one
-        assert got[0] is not held and p.stats.replacements == 1
+        assert got[0] is not held and p.statistics().replacements == 1
 
 
 async def test_release_after_the_pool_closed_is_a_no_op() -> None:

@@ -57,6 +57,17 @@ def test_make_vec_seeds_each_env_and_applies_wrappers(countdown_id):
     assert isinstance(gem.make_vec(countdown_id, num_envs=2, async_mode=True), AsyncVectorEnv)
 
 
+@pytest.mark.parametrize("async_mode", [False, True])
+def test_make_vec_steps_its_envs_as_one_batch(countdown_id, async_mode):
+    vec = gem.make_vec(countdown_id, num_envs=2, async_mode=async_mode)
+    vec.reset()
+    vec.step(["a", "b"])
+    _, rewards, terminated, _, infos = vec.step(["a", "b"])  # length 2: both end, and autoreset
+    assert terminated.tolist() == [True, True] and rewards.tolist() == [1.0, 1.0]
+    assert [info["final_obs"] for info in infos] == ["left 0", "left 0"]
+    vec.close()
+
+
 def test_make_vec_per_env_kwargs(countdown_id):
     vec = gem.make_vec([countdown_id] * 2, vec_kwargs=[{"length": 4}, {"length": 5}])
     assert [env.length for env in vec.envs] == [4, 5]

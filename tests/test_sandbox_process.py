@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from gem_sandbox.sandbox.backends import local
 from gem_sandbox.sandbox.backends.local import ProcessBackend
+from gem_sandbox.sandbox.backends.local import process as local
 from gem_sandbox.sandbox.client import open_sandbox
 from gem_sandbox.sandbox.result import Status
 from tests.sandbox_fixtures import SPEC, host_processes_matching, until_host_processes_match

@@ -7,6 +7,7 @@ import io
 import json
 import socket
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -14,8 +15,10 @@ import anyio
 import pytest
 from aiohttp import web
 
+from gem_sandbox.runtime import Runtime
 from gem_sandbox.search import SearchIndex, build_index, fts_query
 from gem_sandbox.search.cli import add_search_commands
+from gem_sandbox.sync import resolve_runtime, run_sync
 from gem_sandbox.search.server import MAX_REQUEST_BYTES, serve_forever, serving
 from gem_sandbox.tools.search import SearchTool
 from gem_sandbox.wrappers.tool_env import ToolEnvWrapper
@@ -43,6 +46,14 @@ DOCS = {
     "bitcoin": "Bitcoin\nBitcoin is a decentralized digital currency using a blockchain.",
     "cafe": "Café\nA café serves coffee and light meals; the word is French.",
 }
+
+
+@pytest.fixture
+async def runtime() -> AsyncIterator[Runtime]:
+    """A runtime for the HTTP tools: its sandbox pool is never opened by a search."""
+    async with Runtime() as rt:
+        yield rt
+        assert rt.statistics().launched == 0
 
 
 @pytest.fixture
@@ -179,10 +190,10 @@ async def test_an_empty_query_or_no_backend_is_an_error_observation(monkeypatch,
 
 
 @pytest.mark.anyio
-async def test_search_url_defaults_to_the_environment_as_in_gem(monkeypatch, index: SearchIndex):
+async def test_search_url_defaults_to_the_environment_as_in_gem(monkeypatch, index: SearchIndex, runtime: Runtime):
     async with serving(index, port=0) as url:
         monkeypatch.setenv("SEARCH_URL", f"{url}/retrieve")
-        tool = SearchTool(topk=1)
+        tool = SearchTool(topk=1, runtime=runtime)
         _, error, observation, _ = await tool.aexecute_action(search("Guido van Rossum"))
         await tool.aclose()
     assert not error and "Doc 1(Title: Python (programming language))" in observation
@@ -237,10 +248,10 @@ async def test_the_server_speaks_the_search_r1_protocol(index: SearchIndex):
 
 
 @pytest.mark.anyio
-async def test_the_tool_over_http_answers_as_the_embedded_index_does(index: SearchIndex):
+async def test_the_tool_over_http_answers_as_the_embedded_index_does(index: SearchIndex, runtime: Runtime):
     embedded = SearchTool(topk=3, index=index)
     async with serving(index, port=0) as url:
-        remote = SearchTool(topk=3, search_url=f"{url}/retrieve")
+        remote = SearchTool(topk=3, search_url=f"{url}/retrieve", runtime=runtime)
         for query in ("first humans on the Moon", "antibiotic discovered by Fleming", "Paris"):
             over_http = await remote.aexecute_action(search(query))
             assert over_http == await embedded.aexecute_action(search(query))
@@ -248,26 +259,21 @@ async def test_the_tool_over_http_answers_as_the_embedded_index_does(index: Sear
         await remote.aclose()
 
 
-def test_the_sync_face_and_a_second_event_loop_share_one_tool(index: SearchIndex):
-    """GEM's factory shares one tool instance; the sync API runs it on the library's loop."""
+def test_the_sync_face_searches_on_the_process_default_runtime_without_a_sandbox(index: SearchIndex):
+    """GEM-style sync code passes no runtime: the default's HTTP session serves it, and a
+    runtime that only serves HTTP tools never opens a sandbox pool."""
     with anyio.from_thread.start_blocking_portal() as server_thread:
         with server_thread.wrap_async_context_manager(serving(index, port=0)) as url:
             tool = SearchTool(topk=1, search_url=f"{url}/retrieve")
             first = tool.execute_action(search("board game"))
-
-            async def on_another_loop() -> tuple[bool, bool, str, str]:
-                try:
-                    return await tool.aexecute_action(search("board game"))
-                finally:
-                    await tool.aclose()
-
-            second = anyio.run(on_another_loop)
+            second = tool.execute_action(search("board game"))
     assert first == second and first[2].startswith("\n\n<information>Doc 1(Title: Chess)")
+    assert run_sync(resolve_runtime, None).statistics().launched == 0
 
 
 @pytest.mark.anyio
-async def test_a_server_that_is_down_is_an_error_observation():
-    tool = SearchTool(search_url=f"http://127.0.0.1:{free_port()}/retrieve", timeout=2)
+async def test_a_server_that_is_down_is_an_error_observation(runtime: Runtime):
+    tool = SearchTool(search_url=f"http://127.0.0.1:{free_port()}/retrieve", timeout=2, runtime=runtime)
     valid, error, observation, _ = await tool.aexecute_action(search("paris"))
     await tool.aclose()
     assert valid and error
@@ -284,7 +290,7 @@ async def _fake_server(handler) -> web.AppRunner:
 
 
 @pytest.mark.anyio
-async def test_a_slow_server_times_out_into_an_error_observation():
+async def test_a_slow_server_times_out_into_an_error_observation(runtime: Runtime):
     release = anyio.Event()
 
     async def slow(request: web.Request) -> web.Response:
@@ -293,7 +299,7 @@ async def test_a_slow_server_times_out_into_an_error_observation():
 
     runner = await _fake_server(slow)
     port = runner.addresses[0][1]
-    tool = SearchTool(search_url=f"http://127.0.0.1:{port}/retrieve", timeout=0.3)
+    tool = SearchTool(search_url=f"http://127.0.0.1:{port}/retrieve", timeout=0.3, runtime=runtime)
     start = time.monotonic()
     _, error, observation, _ = await tool.aexecute_action(search("paris"))
     elapsed = time.monotonic() - start
@@ -316,12 +322,12 @@ async def test_a_slow_server_times_out_into_an_error_observation():
         {"text": '{"error": "boom"}', "status": 500},
     ],
 )
-async def test_a_server_answering_garbage_is_an_error_observation(reply: dict):
+async def test_a_server_answering_garbage_is_an_error_observation(reply: dict, runtime: Runtime):
     async def garbage(request: web.Request) -> web.Response:
         return web.Response(**reply)
 
     runner = await _fake_server(garbage)
-    tool = SearchTool(search_url=f"http://127.0.0.1:{runner.addresses[0][1]}/retrieve")
+    tool = SearchTool(search_url=f"http://127.0.0.1:{runner.addresses[0][1]}/retrieve", runtime=runtime)
     valid, error, observation, _ = await tool.aexecute_action(search("paris"))
     await tool.aclose()
     await runner.cleanup()
@@ -368,7 +374,9 @@ def cli(argv: list[str]) -> argparse.Namespace:
 
 
 @pytest.mark.anyio
-async def test_search_index_builds_a_db_that_search_serve_serves(corpus: Path, tmp_path: Path, capsys):
+async def test_search_index_builds_a_db_that_search_serve_serves(
+    corpus: Path, tmp_path: Path, capsys, runtime: Runtime
+):
     db = tmp_path / "cli.db"
     args = cli(["search", "index", str(corpus), "--db", str(db)])
     assert args.func(args) == 0
@@ -376,7 +384,7 @@ async def test_search_index_builds_a_db_that_search_serve_serves(corpus: Path, t
 
     args = cli(["search", "serve", "--db", str(db), "--port", str(free_port())])
     assert args.host == "127.0.0.1"
-    tool = SearchTool(topk=1, search_url=f"http://127.0.0.1:{args.port}/retrieve", timeout=2)
+    tool = SearchTool(topk=1, search_url=f"http://127.0.0.1:{args.port}/retrieve", timeout=2, runtime=runtime)
     async with anyio.create_task_group() as tg:
         tg.start_soon(serve_forever, args.db, args.host, args.port)  # what args.func runs, on this loop
         with anyio.fail_after(5):

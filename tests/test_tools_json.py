@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gem_sandbox.sandbox.pool import SandboxPool
+from gem_sandbox.runtime import Runtime
 from gem_sandbox.tools.calculator import CalculatorTool
 from gem_sandbox.tools.parsing import ToolCallError, find_call
 from gem_sandbox.tools.python import PythonCodeTool
@@ -12,7 +12,7 @@ from gem_sandbox.tools.shell import ShellTool
 from gem_sandbox.wrappers import ToolEnvWrapper
 from gem_sandbox.wrappers.tool_env import INVALID_CALL_TYPE
 from tests.helpers import CountdownEnv
-from tests.tool_fixtures import anyio_backend, pool  # noqa: F401  (fixtures)
+from tests.tool_fixtures import anyio_backend, runtime  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.anyio
 
@@ -69,8 +69,8 @@ def test_unusable_calls_are_errors_that_say_why(payload: str, message: str):
     assert isinstance(call, ToolCallError) and message in call.message
 
 
-async def test_a_json_call_runs_the_tool_it_names(pool: SandboxPool):
-    env = ToolEnvWrapper(CountdownEnv(length=3), [ShellTool(pool=pool), PythonCodeTool(pool=pool)])
+async def test_a_json_call_runs_the_tool_it_names(runtime: Runtime):
+    env = ToolEnvWrapper(CountdownEnv(length=3), [ShellTool(runtime=runtime), PythonCodeTool(runtime=runtime)])
     await env.areset(seed=0)
     call = '<tool_call>{"name": "python", "arguments": {"code": "print(6*7)"}}</tool_call>'
     obs, _, _, _, info = await env.astep(call)

@@ -1,5 +1,5 @@
 """The sandboxed Python tool: GEM's formats, timeouts, state, output bounds, infra failures,
-and how it finds its pool."""
+and how it finds its runtime."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ import time
 import anyio
 import pytest
 
-from gem_sandbox.sandbox import default
+import gem_sandbox
+from gem_sandbox.runtime import Runtime
+from gem_sandbox.sandbox import config
 from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
-from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
-from gem_sandbox.tools.context import PoolRef, using_pool
-from gem_sandbox.tools.python import GEM_INSTRUCTION, PythonCodeTool, backend_for
+from gem_sandbox.sandbox.pool import PoolConfig
+from gem_sandbox.sync import MissingRuntime, close_default_runtime
+from gem_sandbox.tools.python import GEM_INSTRUCTION, PythonCodeTool
 from gem_sandbox.wrappers import ToolEnvWrapper
 from tests.helpers import CountdownEnv
-from tests.tool_fixtures import anyio_backend, pool  # noqa: F401  (fixtures)
+from tests.tool_fixtures import anyio_backend, runtime  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.anyio
 
@@ -72,16 +74,15 @@ def test_instruction_string_is_gems_verbatim():
 
 def test_gems_positional_arguments_and_defaults():
     tool = PythonCodeTool(3, "bwrap", True)
-    assert (tool.timeout, tool.sandbox_type, tool.keep_error_last_line, tool.backend) == (3, "bwrap", True, "local")
+    assert (tool.timeout, tool.sandbox_type, tool.keep_error_last_line, tool.runtime) == (3, "bwrap", True, None)
     default_tool = PythonCodeTool()
     assert (default_tool.timeout, default_tool.sandbox_type, default_tool.keep_error_last_line) == (5, "none", False)
 
 
-def test_sandbox_type_none_means_the_configured_backend_never_an_unisolated_run():
-    assert backend_for("none") is None  # the configured default ("auto" picks docker or local)
-    assert (backend_for("bwrap"), backend_for("docker"), backend_for("process")) == ("local", "docker", "process")
-    with pytest.raises(ValueError, match="unknown sandbox backend"):
-        PythonCodeTool(sandbox_type="chroot")
+def test_sandbox_type_takes_gems_values_and_names_the_runtime_for_anything_else():
+    PythonCodeTool(sandbox_type="none"), PythonCodeTool(sandbox_type="bwrap")
+    with pytest.raises(ValueError, match="unknown sandbox_type 'docker'.*runtime=Runtime"):
+        PythonCodeTool(sandbox_type="docker")
 
 
 def test_the_schema_is_an_openai_function():
@@ -101,23 +102,23 @@ GEM_FORMAT_PROGRAMS = [
 
 
 @pytest.mark.parametrize("keep_error_last_line", [False, True])
-async def test_observations_match_gems_byte_for_byte(pool: SandboxPool, keep_error_last_line: bool):
+async def test_observations_match_gems_byte_for_byte(runtime: Runtime, keep_error_last_line: bool):
     gem_tool = gem_tool_class()(keep_error_last_line=keep_error_last_line)
-    ours = PythonCodeTool(keep_error_last_line=keep_error_last_line, pool=pool)
+    ours = PythonCodeTool(keep_error_last_line=keep_error_last_line, runtime=runtime)
     for code in GEM_FORMAT_PROGRAMS:
         action = f"<python>{code}</python>"
         expected = await anyio.to_thread.run_sync(gem_tool.execute_action, action)  # GEM on the host
         assert await ours.aexecute_action(action) == expected, code
 
 
-async def test_output_is_gems_code_execution_result(pool: SandboxPool):
-    output = await PythonCodeTool(pool=pool).aexecute(PythonCodeTool().parse("<python>print(6 * 7)</python>"))
+async def test_output_is_gems_code_execution_result(runtime: Runtime):
+    output = await PythonCodeTool(runtime=runtime).aexecute(PythonCodeTool().parse("<python>print(6 * 7)</python>"))
     assert output.observation == "Code execution result: 42\n\n"
     assert not output.error and output.details["status"] == "ok"
 
 
-async def test_the_timeout_is_applied(pool: SandboxPool):
-    tool = PythonCodeTool(timeout=1, pool=pool)
+async def test_the_timeout_is_applied(runtime: Runtime):
+    tool = PythonCodeTool(timeout=1, runtime=runtime)
     started = time.monotonic()
     output = await tool.aexecute(tool.parse("<python>print('working', flush=True)\nwhile True: pass</python>"))
     assert time.monotonic() - started < 3
@@ -125,15 +126,15 @@ async def test_the_timeout_is_applied(pool: SandboxPool):
     assert output.error and output.details["status"] == "timeout"
 
 
-async def test_long_output_is_capped_with_a_visible_marker(pool: SandboxPool):
-    tool = PythonCodeTool(pool=pool, max_output_chars=200)
+async def test_long_output_is_capped_with_a_visible_marker(runtime: Runtime):
+    tool = PythonCodeTool(runtime=runtime, max_output_chars=200)
     output = await tool.aexecute(tool.parse("<python>print('x' * 5000 + 'END')</python>"))
     assert len(output.observation) < 300
     assert "characters truncated ..." in output.observation and output.observation.endswith("END\n\n")
 
 
-async def test_stateless_blocks_share_nothing(pool: SandboxPool):
-    env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(pool=pool)])
+async def test_stateless_blocks_share_nothing(runtime: Runtime):
+    env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(runtime=runtime)])
     await env.areset(seed=0)
     await env.astep("<python>x = 41</python>")
     obs, *_ = await env.astep("<python>print(x + 1)</python>")
@@ -141,8 +142,8 @@ async def test_stateless_blocks_share_nothing(pool: SandboxPool):
     await env.aclose()
 
 
-async def test_stateful_blocks_share_one_namespace_per_episode(pool: SandboxPool):
-    env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(pool=pool, stateful=True)])
+async def test_stateful_blocks_share_one_namespace_per_episode(runtime: Runtime):
+    env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(runtime=runtime, stateful=True)])
     await env.areset(seed=0)
     await env.astep("<python>import math\nx = 41</python>")
     obs, *_ = await env.astep("<python>print(x + 1, math.pi > 3)</python>")
@@ -153,8 +154,8 @@ async def test_stateful_blocks_share_one_namespace_per_episode(pool: SandboxPool
     await env.aclose()
 
 
-async def test_the_stateful_timeout_is_applied_and_the_kernel_survives(pool: SandboxPool):
-    env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(timeout=1, pool=pool, stateful=True)])
+async def test_the_stateful_timeout_is_applied_and_the_kernel_survives(runtime: Runtime):
+    env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(timeout=1, runtime=runtime, stateful=True)])
     await env.areset(seed=0)
     await env.astep("<python>x = 7</python>")
     started = time.monotonic()
@@ -166,17 +167,17 @@ async def test_the_stateful_timeout_is_applied_and_the_kernel_survives(pool: San
     await env.aclose()
 
 
-async def test_an_episode_whose_sandbox_died_continues_on_a_fresh_one(pool: SandboxPool):
-    env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(pool=pool, stateful=True)])
+async def test_an_episode_whose_sandbox_died_continues_on_a_fresh_one(runtime: Runtime):
+    env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(runtime=runtime, stateful=True)])
     await env.areset(seed=0)
     await env.astep("<python>x = 1</python>")
-    sandbox = await env.sandboxes.sandbox(PoolRef(pool))
+    sandbox = await env.episode.sandbox(runtime)
     await sandbox.box.kill()
     await anyio.sleep(0.1)
     obs, *_ = await env.astep("<python>print('fresh')</python>")
     assert obs == "Code execution result: fresh\n\n"
     await env.aclose()
-    assert pool.stats.leased == 0
+    assert runtime.statistics().leased == 0
 
 
 class UnlaunchableBackend(Backend):
@@ -194,8 +195,8 @@ class UnlaunchableBackend(Backend):
 
 async def test_a_sandbox_failure_is_an_observation_that_trainers_can_mask():
     config = PoolConfig(min_idle=0, max_size=1, launch_attempts=1, acquire_timeout=5)
-    async with SandboxPool(UnlaunchableBackend(), config) as broken:
-        env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(pool=broken)], tool_reward=0.05)
+    async with Runtime(UnlaunchableBackend(), config) as broken:
+        env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(runtime=broken)], tool_reward=0.05)
         await env.areset(seed=0)
         obs, reward, terminated, _, info = await env.astep("<python>print(1)</python>")
     assert obs.startswith("Code execution result: Sandbox failure, not an error in the code:")
@@ -204,49 +205,28 @@ async def test_a_sandbox_failure_is_an_observation_that_trainers_can_mask():
     assert reward == pytest.approx(0.05) and not terminated  # a use, not a success
 
 
-# -- how a tool finds its pool ---------------------------------------------------------------
-
-
-async def test_a_context_pool_serves_tools_without_a_pool(pool: SandboxPool):
-    tool = PythonCodeTool()
-    before = pool.stats.leases
-    async with using_pool(pool):
-        result = await tool.aexecute_action("<python>print('scoped')</python>")
-    assert result[2] == "Code execution result: scoped\n\n"
-    assert pool.stats.leases == before + 1
+# -- how a tool finds its runtime ------------------------------------------------------------
 
 
 @pytest.fixture
-def local_default_pool():
-    yield "local"
-    default.close_default_pools()
+def local_default_runtime(monkeypatch):
+    monkeypatch.setattr(config, "_backend_name", None)
+    monkeypatch.setattr(config, "_pool_config", None)
+    gem_sandbox.configure(backend="local", min_idle=1, max_size=2)
+    yield
+    close_default_runtime()
 
 
-def test_the_default_pool_serves_sync_callers(local_default_pool: str):
-    tool = PythonCodeTool(sandbox_type=local_default_pool)
+def test_the_process_default_serves_sync_callers(local_default_runtime: None):
+    tool = PythonCodeTool()
     assert tool.execute_action("<python>print(2 ** 10)</python>")[2] == "Code execution result: 1024\n\n"
-    env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(sandbox_type=local_default_pool, stateful=True)])
+    env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(stateful=True)])
     env.reset(seed=0)
     env.step("<python>y = 5</python>")
     assert env.step("<python>print(y)</python>")[0] == "Code execution result: 5\n\n"
     env.close()
-    assert default.default_pool(local_default_pool).stats.leased == 0
 
 
-async def test_the_default_pool_serves_callers_on_another_event_loop(local_default_pool: str):
-    tool = PythonCodeTool(sandbox_type=local_default_pool)
-    results = []
-
-    async def call(i: int) -> None:
-        results.append((await tool.aexecute_action(f"<python>print({i})</python>"))[2])
-
-    async with anyio.create_task_group() as tg:
-        for i in range(8):
-            tg.start_soon(call, i)
-    assert sorted(results) == [f"Code execution result: {i}\n\n" for i in range(8)]
-
-    env = ToolEnvWrapper(CountdownEnv(length=9), [PythonCodeTool(sandbox_type=local_default_pool, stateful=True)])
-    await env.areset(seed=0)
-    await env.astep("<python>z = 'kept'</python>")
-    assert (await env.astep("<python>print(z)</python>"))[0] == "Code execution result: kept\n\n"
-    await env.aclose()
+async def test_async_callers_without_a_runtime_are_told_to_pass_one():
+    with pytest.raises(MissingRuntime, match="pass runtime=runtime"):
+        await PythonCodeTool().aexecute_action("<python>print(1)</python>")

@@ -6,18 +6,18 @@ import time
 
 import pytest
 
-from gem_sandbox.sandbox.pool import SandboxPool
+from gem_sandbox.runtime import Runtime
 from gem_sandbox.tools.python import PythonCodeTool
 from gem_sandbox.tools.shell import ShellTool
 from gem_sandbox.wrappers import ToolEnvWrapper
 from tests.helpers import CountdownEnv
-from tests.tool_fixtures import anyio_backend, pool  # noqa: F401  (fixtures)
+from tests.tool_fixtures import anyio_backend, runtime  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.anyio
 
 
-def shell_env(pool: SandboxPool, **kwargs) -> ToolEnvWrapper:
-    return ToolEnvWrapper(CountdownEnv(length=9), [ShellTool(pool=pool, **kwargs)])
+def shell_env(runtime: Runtime, **kwargs) -> ToolEnvWrapper:
+    return ToolEnvWrapper(CountdownEnv(length=9), [ShellTool(runtime=runtime, **kwargs)])
 
 
 def test_the_call_is_the_first_bash_block():
@@ -27,8 +27,8 @@ def test_the_call_is_the_first_bash_block():
     assert ShellTool().parse("<bash>unclosed") is None
 
 
-async def test_cd_and_exports_persist_within_an_episode(pool: SandboxPool):
-    env = shell_env(pool)
+async def test_cd_and_exports_persist_within_an_episode(runtime: Runtime):
+    env = shell_env(runtime)
     await env.areset(seed=0)
     obs, *_ = await env.astep("<bash>mkdir -p project && cd project && export GREETING=hello</bash>")
     assert obs == "Shell result (exit code 0):\n"
@@ -38,8 +38,8 @@ async def test_cd_and_exports_persist_within_an_episode(pool: SandboxPool):
     await env.aclose()
 
 
-async def test_a_new_episode_gets_a_fresh_session(pool: SandboxPool):
-    env = shell_env(pool)
+async def test_a_new_episode_gets_a_fresh_session(runtime: Runtime):
+    env = shell_env(runtime)
     await env.areset(seed=0)
     await env.astep("<bash>export GREETING=hello; touch mark</bash>")
     await env.areset()
@@ -48,8 +48,8 @@ async def test_a_new_episode_gets_a_fresh_session(pool: SandboxPool):
     await env.aclose()
 
 
-async def test_the_observation_shows_output_and_the_exit_code(pool: SandboxPool):
-    env = shell_env(pool)
+async def test_the_observation_shows_output_and_the_exit_code(runtime: Runtime):
+    env = shell_env(runtime)
     await env.areset(seed=0)
     obs, _, _, _, info = await env.astep("<bash>echo out; echo err >&2; false</bash>")
     assert obs == "Shell result (exit code 1):\nout\nerr\n"
@@ -57,8 +57,8 @@ async def test_the_observation_shows_output_and_the_exit_code(pool: SandboxPool)
     await env.aclose()
 
 
-async def test_the_timeout_is_applied_and_the_session_survives(pool: SandboxPool):
-    env = shell_env(pool, timeout=1)
+async def test_the_timeout_is_applied_and_the_session_survives(runtime: Runtime):
+    env = shell_env(runtime, timeout=1)
     await env.areset(seed=0)
     await env.astep("<bash>export KEPT=yes</bash>")
     started = time.monotonic()
@@ -70,12 +70,12 @@ async def test_the_timeout_is_applied_and_the_session_survives(pool: SandboxPool
     await env.aclose()
 
 
-async def test_shell_and_stateful_python_share_the_episodes_sandbox(pool: SandboxPool):
-    env = ToolEnvWrapper(CountdownEnv(length=9), [ShellTool(pool=pool), PythonCodeTool(pool=pool, stateful=True)])
+async def test_shell_and_stateful_python_share_the_episodes_sandbox(runtime: Runtime):
+    env = ToolEnvWrapper(CountdownEnv(length=9), [ShellTool(runtime=runtime), PythonCodeTool(runtime=runtime, stateful=True)])
     await env.areset(seed=0)
     await env.astep("<bash>echo 42 > answer.txt</bash>")
     obs, *_ = await env.astep("<python>print(open('answer.txt').read().strip())</python>")
     assert obs == "Code execution result: 42\n\n"
-    assert pool.stats.leased == 1
+    assert runtime.statistics().leased == 1
     await env.aclose()
-    assert pool.stats.leased == 0
+    assert runtime.statistics().leased == 0

@@ -1,9 +1,9 @@
-"""The ``pool`` fixture of the tool tests: a real pool on each backend the tools run on.
+"""The ``runtime`` fixture of the tool tests: a real runtime on each backend the tools run on.
 
 Test modules import it with the module-scoped ``anyio_backend`` it needs (``from
-tests.tool_fixtures import anyio_backend, pool``); every test that uses it runs on bubblewrap
-and on Docker. One pool per module and backend keeps the suite fast; tests leave no lease
-behind, so they see it as new. Without a daemon or the image the Docker case skips, saying why
+tests.tool_fixtures import anyio_backend, runtime``); every test that uses it runs on
+bubblewrap and on Docker. One runtime per module and backend keeps the suite fast; tests leave
+no lease behind, so they see it as new. Without a daemon or the image the Docker case skips, saying why
 (CI turns those skips into failures).
 """
 
@@ -13,9 +13,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.backends.base import Backend, SandboxSpec
 from gem_sandbox.sandbox.config import backend_class
-from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
+from gem_sandbox.sandbox.pool import PoolConfig
 
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
 SPEC = SandboxSpec(memory_mb=512, pids=128, workdir_mb=64, tmp_mb=32)
@@ -35,8 +36,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-async def pool(request: pytest.FixtureRequest) -> AsyncIterator[SandboxPool]:
+async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
     backend = make_backend(request.param)
-    async with SandboxPool(backend, PoolConfig(min_idle=1, max_size=4, run_timeout=10, spec=SPEC)) as p:
-        yield p
+    async with Runtime(backend, PoolConfig(min_idle=1, max_size=4, run_timeout=10, spec=SPEC)) as rt:
+        await rt.wait_ready()
+        yield rt
     await backend.aclose()

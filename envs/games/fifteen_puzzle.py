@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from gem_sandbox_envs.games.base import (
     GameReward,
@@ -51,7 +50,6 @@ class FifteenPuzzleEnv(TextGame[str]):
         max_turns: int | None = 20,
         num_rows: int | None = 2,
         seed: int | None = None,
-        **_: Any,
     ) -> None:
         super().__init__(seed)
         self.settings = fixed(num_rows, max_turns)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from gem_sandbox_envs.games.base import Outcome, TextGame, fixed, game_over, invalid, ongoing
 
@@ -54,7 +53,6 @@ class Game2048Env(TextGame[str]):
         max_turns: int | None = 1000,
         board_size: int = 4,
         seed: int | None = None,
-        **_: Any,
     ) -> None:
         super().__init__(seed)
         self.settings = fixed(target_tile, max_turns)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from gem_sandbox_envs.games.base import (
     GameReward,
@@ -34,7 +33,6 @@ class GuessTheNumberEnv(TextGame[int]):
         max_number: int | None = 20,
         max_turns: int | None = 20,
         seed: int | None = None,
-        **_: Any,
     ) -> None:
         super().__init__(seed)
         self.settings = fixed(min_number, max_number, max_turns)

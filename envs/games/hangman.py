@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Any
 
 from gem_sandbox_envs.games.base import (
     GameReward,
@@ -40,7 +39,6 @@ class HangmanEnv(TextGame[str]):
         hardcore: bool = False,
         max_turns: int | None = 20,
         seed: int | None = None,
-        **_: Any,
     ) -> None:
         super().__init__(seed)
         self.settings = fixed(word_length, max_turns)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
 
 from gem_sandbox_envs.games.base import Outcome, TextGame, fixed, game_over, invalid, ongoing
 
@@ -37,7 +36,6 @@ class MastermindEnv(TextGame[tuple[int, ...]]):
         duplicate_numbers: bool = False,
         max_turns: int | None = 20,
         seed: int | None = None,
-        **_: Any,
     ) -> None:
         super().__init__(seed)
         self.settings = fixed(code_length, num_numbers, max_turns)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
 
 from gem_sandbox_envs.games.base import (
     GameReward,
@@ -41,7 +40,6 @@ class MinesweeperEnv(TextGame[tuple[str, int, int]]):
         num_mines: int | None = 10,
         max_turns: int | None = 20,
         seed: int | None = None,
-        **_: Any,
     ) -> None:
         super().__init__(seed)
         self.settings = fixed(rows, cols, num_mines, max_turns)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import random
 import re
-from typing import Any
 
 from gem_sandbox_envs.games.base import Outcome, TextGame, fixed, game_over, invalid, ongoing
 
@@ -84,7 +83,6 @@ class SudokuEnv(TextGame[tuple[int, int, int]]):
         max_turns: int | None = 100,
         scale: int | None = 9,
         seed: int | None = None,
-        **_: Any,
     ) -> None:
         super().__init__(seed)
         self.settings = fixed(scale, clues, max_turns)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from gem_sandbox_envs.games.base import (
     GameReward,
@@ -34,7 +33,6 @@ class TowerofHanoiEnv(TextGame[tuple[str, str]]):
         num_disks: int | None = 3,
         max_turns: int | None = 100,
         seed: int | None = None,
-        **_: Any,
     ) -> None:
         super().__init__(seed)
         self.settings = fixed(num_disks, max_turns)

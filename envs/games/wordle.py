@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from gem_sandbox_envs.games.base import (
     GameReward,
@@ -49,7 +48,6 @@ class WordleEnv(TextGame[str]):
         only_real_words: bool = True,
         max_turns: int | None = 20,
         seed: int | None = None,
-        **_: Any,
     ) -> None:
         super().__init__(seed)
         self.settings = fixed(word_length, max_turns)

@@ -12,6 +12,13 @@ import os
 AGENT_DIR = os.path.dirname(os.path.abspath(__file__))
 MOUNT_POINT = "/opt/gem-sandbox/gem_agent"  # where backends put AGENT_DIR inside a sandbox
 START_DIR = os.path.dirname(MOUNT_POINT)  # the cwd to start the agent in
+# Capabilities a root agent keeps (every backend drops the rest): SETUID and SETGID to give
+# each run its own uid, KILL to kill a run's processes by uid, DAC_OVERRIDE, FOWNER and CHOWN
+# to empty the work dir between tenants whatever modes the code left. Runs keep none.
+AGENT_CAPS = ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "FOWNER", "CHOWN")
+# World-writable dirs besides the tmpdir that every backend gives a sandbox (a tmpfs and a
+# POSIX message queue mount); passed as --scratch so the agent empties them on reset.
+SCRATCH_DIRS = ("/dev/shm", "/dev/mqueue")
 
 
 def command(python="python3", **options):

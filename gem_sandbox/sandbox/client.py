@@ -1,6 +1,8 @@
 """The host side of a sandbox: :class:`Sandbox` speaks the agent protocol over a :class:`Box`.
 
-One reader task (:meth:`Sandbox.serve`, run in the owner's task group) routes responses to
+This module holds the requests and the sandbox's life (:class:`SandboxState`); frames on the
+stream are :mod:`.framing`'s, the tar streams of file transfers :mod:`.transfer`'s. One
+reader task (:meth:`Sandbox.serve`, run in the owner's task group) routes responses to
 waiting requests by id, so any number of requests can be in flight on the one stream. Every
 wait is bounded: a run's by its own timeout plus a grace period. An agent that does not
 answer in time, sends a bad frame or whose stream ends marks the sandbox dead; pending and
@@ -10,12 +12,10 @@ wedged agent never hangs a caller.
 
 from __future__ import annotations
 
-import io
+import enum
 import itertools
-import tarfile
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,6 +23,8 @@ import anyio
 import anyio.abc
 
 from gem_sandbox.agent import protocol
+from gem_sandbox.agent.sessions import INTERRUPT_GRACE
+from gem_sandbox.sandbox import transfer
 from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
 from gem_sandbox.sandbox.errors import (
     AgentError,
@@ -33,12 +35,13 @@ from gem_sandbox.sandbox.errors import (
     UnsafePath,
     UnsupportedLanguage,
 )
+from gem_sandbox.sandbox.framing import FrameStream
 from gem_sandbox.sandbox.limits import RunLimits
-from gem_sandbox.sandbox.result import ExecResult
+from gem_sandbox.sandbox.result import INFRA_REFUSALS, ExecResult
 
 CONTROL_TIMEOUT = 30.0  # seconds for requests that run no user code (files, stats, restarts)
 CLOSE_TIMEOUT = 2.0  # seconds the agent gets to shut down politely before the box is killed
-INTERRUPT_GRACE = 0.5  # the agent's own grace for a timed-out kernel or shell command
+_SESSION_OPS = ("shell", "kernel_exec")  # a timed-out command gets INTERRUPT_GRACE to stop
 
 _ERRORS: dict[str, type[Exception]] = {
     "unsupported_language": UnsupportedLanguage,
@@ -48,30 +51,24 @@ _ERRORS: dict[str, type[Exception]] = {
 }
 
 
-class _FrameReader:
-    """Frames from the agent's stream, one at a time; None once the stream has ended."""
+class SandboxState(enum.Enum):
+    """Where a sandbox is in its life. It only moves forward, along ``STARTING -> ALIVE ->
+    DEAD -> CLOSED`` (or from ``STARTING`` straight to ``DEAD``). It dies when its stream
+    fails, its agent stops answering or never says hello, or it is closed; :attr:`Sandbox.death`
+    says which."""
 
-    def __init__(self, stream: anyio.abc.ByteStream) -> None:
-        self.stream = stream
-        self.buffer = bytearray()
-        self.frames: deque[tuple[dict[str, Any], bytes]] = deque()
+    STARTING = "starting"  # launched; the agent has not said hello yet
+    ALIVE = "alive"  # the agent said hello and the stream has not failed since
+    DEAD = "dead"  # unusable: runs give infra_error, other requests raise SandboxCrashed
+    CLOSED = "closed"  # dead and its box killed
 
-    async def next(self) -> tuple[dict[str, Any], bytes] | None:
-        while not self.frames:
-            try:
-                self.buffer += await self.stream.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return None
-            try:
-                while len(self.buffer) >= 4:
-                    end = 4 + protocol.frame_length(bytes(self.buffer[:4]))
-                    if len(self.buffer) < end:
-                        break
-                    self.frames.append(protocol.decode_body(bytes(self.buffer[4:end])))
-                    del self.buffer[:end]
-            except protocol.FrameError as exc:
-                raise ProtocolError(f"bad frame from the agent: {exc}") from None
-        return self.frames.popleft()
+
+_NEXT: dict[SandboxState, tuple[SandboxState, ...]] = {
+    SandboxState.STARTING: (SandboxState.ALIVE, SandboxState.DEAD),
+    SandboxState.ALIVE: (SandboxState.DEAD,),
+    SandboxState.DEAD: (SandboxState.CLOSED,),
+    SandboxState.CLOSED: (),
+}
 
 
 class _Reply:
@@ -113,22 +110,44 @@ class Sandbox:
         self.default_timeout = default_timeout
         self.limits = limits
         self.grace = grace
-        self.hello: dict[str, Any] = {}
+        self.state = SandboxState.STARTING
+        self.death: str | None = None  # why it died, once it did
+        self.hello: dict[str, Any] = {}  # the agent's hello frame, once it came
+        self._frames = FrameStream(box.stream)
         self._ids = itertools.count(1)
         self._pending: dict[int, _Reply] = {}
-        self._send_lock = anyio.Lock()
-        self._dead: str | None = None
-        self._reader_scope: anyio.CancelScope | None = None
-        self._closed = False
+        self._reader: anyio.CancelScope | None = None  # the reader loop's, cancelled at death
 
     def __repr__(self) -> str:
-        state = "alive" if self.alive else f"dead: {self._dead}" if self._dead else "starting"
-        return f"<Sandbox {self.id} {self.backend} {state}>"
+        death = f": {self.death}" if self.death else ""
+        return f"<Sandbox {self.id} {self.backend} {self.state.value}{death}>"
 
     @property
     def alive(self) -> bool:
         """The agent said hello and the stream has not failed since."""
-        return bool(self.hello) and self._dead is None
+        return self.state is SandboxState.ALIVE
+
+    def _become(self, state: SandboxState, death: str | None = None) -> bool:
+        """Move on to ``state``: the one place the state changes. A move :data:`_NEXT` does
+        not allow (a second death, a hello after a close) changes nothing and gives False.
+        Dying stops the reader, releases every waiting request and tells the owner."""
+        if state not in _NEXT[self.state]:
+            return False
+        self.state = state
+        if state is SandboxState.DEAD:
+            self.death = death
+            if self._reader is not None:
+                self._reader.cancel()
+            for reply in self._pending.values():
+                reply.failure = death
+                reply.done.set()
+            self._pending.clear()
+            if self.on_death is not None:
+                self.on_death(self)
+        return True
+
+    def _die(self, reason: str) -> None:
+        self._become(SandboxState.DEAD, reason)
 
     # --- the reader task ----------------------------------------------------------------
 
@@ -140,10 +159,9 @@ class Sandbox:
     ) -> None:
         """Read frames until the stream ends; report started once the agent said hello.
         Raises :class:`SandboxCrashed` if no hello comes within ``hello_timeout``."""
-        frames = _FrameReader(self.box.stream)
         try:
             with anyio.fail_after(hello_timeout):
-                hello = await frames.next()
+                hello = await self._frames.receive()
         except TimeoutError:
             hello, reason = None, f"no hello from the agent within {hello_timeout:.0f}s"
         except SandboxCrashed as exc:
@@ -151,18 +169,20 @@ class Sandbox:
         else:
             reason = "the agent exited before saying hello"
         if hello is None:
-            self._fail(reason)
+            self._die(reason)
             raise SandboxCrashed(f"sandbox {self.id}: {reason}")
         header, _ = hello
         if header.get("op") != "hello" or header.get("version") != protocol.VERSION:
-            self._fail(f"unexpected first frame {header!r}")
+            self._die(f"unexpected first frame {header!r}")
             raise ProtocolError(f"sandbox {self.id}: the agent speaks another protocol: {header!r}")
         self.hello = header
+        if not self._become(SandboxState.ALIVE):
+            raise SandboxCrashed(f"sandbox {self.id} said hello after it died: {self.death}")
         task_status.started()
         reason = "the reader task was cancelled"
         try:
-            with anyio.CancelScope() as self._reader_scope:
-                while (frame := await frames.next()) is not None:
+            with anyio.CancelScope() as self._reader:
+                while (frame := await self._frames.receive()) is not None:
                     reply = self._pending.pop(frame[0]["id"], None)
                     if reply is not None:
                         reply.header, reply.payload = frame
@@ -171,52 +191,38 @@ class Sandbox:
         except SandboxCrashed as exc:
             reason = str(exc)
         finally:
-            self._fail(reason)
-
-    def _fail(self, reason: str) -> None:
-        """Mark the sandbox dead, release every waiting request, and tell the owner (once)."""
-        first = self._dead is None
-        if first:
-            self._dead = reason
-            if self._reader_scope is not None:
-                self._reader_scope.cancel()
-        for reply in self._pending.values():
-            reply.failure = reason
-            reply.done.set()
-        self._pending.clear()
-        if first and self.on_death is not None:
-            self.on_death(self)
+            self._die(reason)
 
     # --- requests -----------------------------------------------------------------------
 
     async def _request(
-        self, header: dict[str, Any], payload: bytes = b"", *, wait: float
+        self,
+        header: dict[str, Any],
+        payload: bytes = b"",
+        *,
+        wait: float,
+        accept: Collection[str] = (),
     ) -> tuple[dict[str, Any], bytes]:
-        """Send one request and wait up to ``wait`` seconds for its response."""
-        if self._dead is not None or not self.hello:
-            raise SandboxCrashed(f"sandbox {self.id} is not usable: {self._dead or 'not started'}")
+        """Send one request and wait up to ``wait`` seconds for its response. A refusal
+        raises its typed error, unless its type is in ``accept`` (then it is returned)."""
+        if self.state is not SandboxState.ALIVE:
+            raise SandboxCrashed(f"sandbox {self.id} is not usable: {self.death or 'not started'}")
         request_id = next(self._ids)
-        reply = self._pending[request_id] = _Reply()
         try:
             frame = protocol.encode(dict(header, id=request_id), payload)
         except protocol.FrameError as exc:
-            del self._pending[request_id]
             raise FileTransferError(f"request too large: {exc}") from None
+        reply = self._pending[request_id] = _Reply()
         try:
             with anyio.move_on_after(wait):
                 try:
-                    # Shielded: a frame cut short by a cancellation would corrupt the stream.
-                    deadline = anyio.current_time() + wait
-                    with anyio.CancelScope(shield=True, deadline=deadline) as sending:
-                        async with self._send_lock:
-                            await self.box.stream.send(frame)
-                    if sending.cancelled_caught:
-                        self._fail(f"sending {header['op']} to the agent took over {wait:.1f}s")
+                    if not await self._frames.send(frame, timeout=wait):
+                        self._die(f"sending {header['op']} to the agent took over {wait:.1f}s")
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-                    self._fail(f"sending to the agent failed: {exc!r}")
+                    self._die(f"sending to the agent failed: {exc!r}")
                 await reply.done.wait()
             if not reply.done.is_set():
-                self._fail(f"the agent did not answer {header['op']} within {wait:.1f}s")
+                self._die(f"the agent did not answer {header['op']} within {wait:.1f}s")
         finally:
             self._pending.pop(request_id, None)
         if reply.failure is not None:
@@ -225,31 +231,33 @@ class Sandbox:
         if not response.get("ok"):
             error = response.get("error") or {}
             kind, message = error.get("type", "internal"), error.get("message", "")
-            error_type = _ERRORS.get(kind)
-            raise error_type(message) if error_type else AgentError(kind, message)
+            if kind not in accept:
+                error_type = _ERRORS.get(kind)
+                raise error_type(message) if error_type else AgentError(kind, message)
         return response, reply.payload
 
-    async def _result(self, header: dict[str, Any], payload: bytes, wait: float) -> ExecResult:
-        """A request whose answer is an :class:`ExecResult`; a dead sandbox gives
-        ``infra_error``."""
+    async def _result(self, header: dict[str, Any], payload: bytes = b"") -> ExecResult:
+        """A run (``header`` with its ``timeout``, None for the default) whose answer is an
+        :class:`ExecResult`. The host waits its timeout, the agent's ``INTERRUPT_GRACE`` for
+        a session command (it gets that long to stop before it is killed), then ``grace``;
+        a dead sandbox gives ``infra_error``."""
+        timeout = self.default_timeout if header["timeout"] is None else header["timeout"]
+        interrupt = INTERRUPT_GRACE if header["op"] in _SESSION_OPS else 0.0
+        wait = timeout + interrupt + self.grace
         started = time.perf_counter()
         try:
-            response, out = await self._request(header, payload, wait=wait)
+            response, out = await self._request(
+                dict(header, timeout=timeout), payload, wait=wait, accept=INFRA_REFUSALS
+            )
         except SandboxCrashed as exc:
-            return ExecResult.infra_error(str(exc), (time.perf_counter() - started) * 1000)
-        except AgentError as exc:
-            if exc.kind != "busy":
-                raise
-            # The sandbox had no room to start the run (its process limit was still full).
-            return ExecResult.infra_error(str(exc), (time.perf_counter() - started) * 1000)
-        split = response.get("stdout_len", 0)
-        return ExecResult.from_wire(response, out[:split], out[split:])
+            return ExecResult.infra_error(str(exc), _ms_since(started))
+        return ExecResult.from_wire(response, out, waited_ms=_ms_since(started))
 
     async def ping(self, timeout: float = 5.0) -> float:
         """Round trip to the agent in milliseconds."""
         started = time.perf_counter()
         await self._request({"op": "ping"}, wait=timeout)
-        return (time.perf_counter() - started) * 1000
+        return _ms_since(started)
 
     async def run(
         self,
@@ -269,7 +277,6 @@ class Sandbox:
             raise UnsupportedLanguage(
                 f"{language!r} cannot run in sandbox {self.id}; it has {', '.join(languages)}"
             )
-        timeout = self.default_timeout if timeout is None else timeout
         data = protocol.text_bytes(stdin) if isinstance(stdin, str) else stdin or b""
         header = {
             "op": "run",
@@ -281,13 +288,12 @@ class Sandbox:
             "cwd": cwd,
             "limits": (limits or self.limits).to_wire(),
         }
-        return await self._result(header, data, timeout + self.grace)
+        return await self._result(header, data)
 
     async def shell(
         self, command: str, *, session: str = "default", timeout: float | None = None
     ) -> ExecResult:
         """Run ``command`` in a persistent bash session (cwd and exports persist)."""
-        timeout = self.default_timeout if timeout is None else timeout
         header = {
             "op": "shell",
             "session": session,
@@ -295,13 +301,12 @@ class Sandbox:
             "timeout": timeout,
             "limits": self.limits.to_wire(),
         }
-        return await self._result(header, b"", timeout + INTERRUPT_GRACE + self.grace)
+        return await self._result(header)
 
     async def kernel_exec(
         self, code: str, *, kernel: str = "default", timeout: float | None = None
     ) -> ExecResult:
         """Run ``code`` in a persistent Python namespace (output captured at the fd level)."""
-        timeout = self.default_timeout if timeout is None else timeout
         header = {
             "op": "kernel_exec",
             "kernel": kernel,
@@ -309,7 +314,7 @@ class Sandbox:
             "timeout": timeout,
             "limits": self.limits.to_wire(),
         }
-        return await self._result(header, b"", timeout + INTERRUPT_GRACE + self.grace)
+        return await self._result(header)
 
     async def kernel_restart(self, kernel: str = "default") -> None:
         """Drop the kernel's namespace; the next :meth:`kernel_exec` starts a fresh one."""
@@ -318,33 +323,22 @@ class Sandbox:
     async def write_files(self, files: Mapping[str, bytes | str], *, dest: str = ".") -> None:
         """Write files under ``dest`` in the work dir (paths relative to it)."""
         if dest not in ("", "."):
-            _check_path(dest)
-        archive = io.BytesIO()
-        with tarfile.open(fileobj=archive, mode="w") as tar:
-            for path, content in files.items():
-                _check_path(path)
-                data = protocol.text_bytes(content) if isinstance(content, str) else bytes(content)
-                info = tarfile.TarInfo(path)
-                info.size = len(data)
-                info.mode = 0o664
-                tar.addfile(info, io.BytesIO(data))
-        await self._request(
-            {"op": "write_files", "dest": dest}, archive.getvalue(), wait=CONTROL_TIMEOUT
-        )
+            transfer.check_path(dest)
+        archive = await transfer.pack(files)
+        await self._request({"op": "write_files", "dest": dest}, archive, wait=CONTROL_TIMEOUT)
 
     async def read_files(self, paths: Sequence[str]) -> dict[str, bytes]:
         """The contents of files in the work dir, by path."""
         for path in paths:
-            _check_path(path)
-        response, payload = await self._request(
+            transfer.check_path(path)
+        response, archive = await self._request(
             {"op": "read_files", "paths": list(paths)}, wait=CONTROL_TIMEOUT
         )
         if response.get("missing"):
             raise FileTransferError(
                 f"not found in sandbox {self.id}: {', '.join(response['missing'])}"
             )
-        with tarfile.open(fileobj=io.BytesIO(payload), mode="r:") as tar:
-            return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+        return await transfer.unpack(archive, paths)
 
     async def reset(self, timeout: float = 10.0) -> None:
         """Back to a clean sandbox for the next tenant: no user process, kernel, shell or
@@ -360,7 +354,7 @@ class Sandbox:
         error from the agent is swallowed, any other exception (or a cancellation) propagates
         only after the kill. Idempotent once the box was killed; a close whose kill failed is
         retried in full by the next call, so a failed close never leaves a box running."""
-        if self._closed:
+        if self.state is SandboxState.CLOSED:
             return
         with anyio.CancelScope(shield=True):
             try:
@@ -370,19 +364,13 @@ class Sandbox:
                     except SandboxError:
                         pass  # crashed or refused: the kill below ends it either way
             finally:
-                self._fail("closed")
+                self._die("closed")
                 await self.box.kill()
-                self._closed = True
+                self._become(SandboxState.CLOSED)
 
 
-def _check_path(path: str) -> None:
-    """Refuse what the agent would refuse, before anything is sent."""
-    if not path or "\0" in path:
-        raise UnsafePath(f"bad path {path!r}")
-    if path.startswith("/"):
-        raise UnsafePath(f"{path!r} is absolute; give paths relative to the work dir")
-    if ".." in path.split("/"):
-        raise UnsafePath(f"{path!r} climbs out of the work dir with '..'")
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 @asynccontextmanager

@@ -1,4 +1,5 @@
-"""One place that picks the backend and the pool's limits.
+"""The process's sandbox settings: which backend, and the pool's limits, for runtimes that
+are not told otherwise.
 
 Settings come from ``gem_sandbox.configure(...)`` or, before any call, from ``GEM_SANDBOX_*``
 environment variables (``GEM_SANDBOX_BACKEND=docker``, ``GEM_SANDBOX_MAX_SIZE=16``, ...; each
@@ -68,7 +69,7 @@ def resolve_backend_name(name: str = "auto") -> str:
 
 def configure(backend: str | None = None, **options: Any) -> PoolConfig:
     """Set the default backend and pool options (any :class:`PoolConfig`, :class:`SandboxSpec`
-    or :class:`RunLimits` field) for pools created from now on; returns the pool config."""
+    or :class:`RunLimits` field) for runtimes opened from now on; returns the pool config."""
     global _backend_name, _pool_config
     if backend is not None:
         if backend != "auto":

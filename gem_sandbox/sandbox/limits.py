@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+#: Seconds a run may take when its caller gives no timeout.
+DEFAULT_RUN_TIMEOUT = 10.0
+#: Seconds past a request's own deadline that the host waits for the agent before declaring it
+#: dead (a run's answer needs time to arrive after its kill).
+DEFAULT_GRACE = 5.0
+
 
 @dataclass(frozen=True, slots=True)
 class RunLimits:

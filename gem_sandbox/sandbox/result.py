@@ -6,6 +6,10 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+# Refusals of a run that are the sandbox's failure, not the caller's, so the run's result is
+# infra_error: "busy", no room to start it (the sandbox's process limit was still full).
+INFRA_REFUSALS = ("busy",)
+
 
 class Status(str, enum.Enum):
     """How a run ended. ``INFRA_ERROR`` means the sandbox failed, not the code: trainers mask
@@ -42,8 +46,17 @@ class ExecResult:
         return cls(Status.INFRA_ERROR, stderr=message, duration_ms=duration_ms)
 
     @classmethod
-    def from_wire(cls, header: dict[str, Any], stdout: bytes, stderr: bytes) -> ExecResult:
-        """Build from an agent's result header and its two output payloads."""
+    def from_wire(
+        cls, header: dict[str, Any], payload: bytes, *, waited_ms: float = 0.0
+    ) -> ExecResult:
+        """Build from the agent's answer to a run: a result header and its payload (stdout,
+        then stderr from ``stdout_len`` on), or a refusal of a type in :data:`INFRA_REFUSALS`
+        as ``infra_error`` that took ``waited_ms``."""
+        if not header.get("ok"):
+            error = header["error"]
+            return cls.infra_error(f"{error['type']}: {error.get('message', '')}", waited_ms)
+        split = header.get("stdout_len", 0)
+        stdout, stderr = payload[:split], payload[split:]
         return cls(
             status=Status(header["status"]),
             exit_code=header.get("exit_code"),

@@ -1,7 +1,8 @@
 """The tool contract: find a call in model text, execute it, format the observation.
 
 A tool is stateless across episodes (one instance may serve many envs at once, as GEM's
-wrapper factory shares them); per-episode state belongs to the wrapper that drives it.
+wrapper factory shares them); per-episode state is the :class:`~gem_sandbox.tools.episode.Episode`
+that the wrapper driving it passes to every call.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from gem_sandbox._loop import run_sync
+from gem_sandbox.sync import run_sync
+from gem_sandbox.tools.episode import Episode
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +48,10 @@ class Tool(abc.ABC):
         """The first complete call to this tool in ``action``, or None."""
 
     @abc.abstractmethod
-    async def aexecute(self, call: ToolCall) -> ToolOutput:
-        """Run a parsed call. Failures of the call are outputs with ``error=True``, not raises."""
+    async def aexecute(self, call: ToolCall, episode: Episode | None = None) -> ToolOutput:
+        """Run a parsed call, as part of ``episode`` when a wrapper drives the tool (without
+        one, any state lasts this one call). Failures of the call are outputs with
+        ``error=True``, not raises."""
 
     def schema(self) -> dict[str, Any]:
         """An OpenAI-style function schema for this tool."""
@@ -55,6 +59,9 @@ class Tool(abc.ABC):
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+    async def aclose(self) -> None:
+        """Release what the tool opened itself (files, indexes); runtimes close on their own."""
 
     # GEM's tuple API: (is_valid, has_error, observation, parsed_action)
     async def aexecute_action(self, action: str) -> tuple[bool, bool, str, str]:

@@ -12,6 +12,7 @@ import re
 from typing import Any, ClassVar
 
 from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
+from gem_sandbox.tools.episode import Episode
 
 _BINARY = {
     ast.Add: operator.add,
@@ -73,7 +74,7 @@ class CalculatorTool(Tool):
             return None
         return ToolCall(self.name, {"expression": match.group(1)}, action[: match.end()], match.end())
 
-    async def aexecute(self, call: ToolCall) -> ToolOutput:
+    async def aexecute(self, call: ToolCall, episode: Episode | None = None) -> ToolOutput:
         try:
             value = evaluate(call.arguments["expression"])
         except ValueError as exc:

@@ -19,16 +19,18 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from gem_sandbox.sandbox.pool import SandboxPool
+from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.sync import SyncRuntime
 from gem_sandbox.tools.base import ToolCall
-from gem_sandbox.tools.sandboxed import DEFAULT_MAX_OUTPUT_CHARS, SandboxTool, cap, status_note
+from gem_sandbox.tools.episode import Episode
+from gem_sandbox.tools.sandboxed import DEFAULT_MAX_OUTPUT_CHARS, SandboxTool, cap, in_episode, status_note
 
 # GEM's two block forms; each is searched once and the block that ends first wins.
 _PATTERNS = (re.compile(r"<python>(.*?)</python>", re.DOTALL), re.compile(r"```\n?python(.*?)```", re.DOTALL))
 
-# GEM's sandbox_type values that are not backend names.
-_GEM_SANDBOX_TYPES = {"none": None, "bwrap": "local"}
+# GEM's sandbox_type values: "none" (a bare host subprocess there) and "bwrap".
+GEM_SANDBOX_TYPES = ("none", "bwrap")
 
 OBSERVATION_PREFIX = "Code execution result: "
 
@@ -52,18 +54,12 @@ STATEFUL_INSTRUCTION = (
 )
 
 
-def backend_for(sandbox_type: str) -> str | None:
-    """The backend a GEM ``sandbox_type`` means: ``"none"`` is the configured default backend
-    (never an unisolated run), ``"bwrap"`` the local one, anything else a backend name."""
-    return _GEM_SANDBOX_TYPES.get(sandbox_type, sandbox_type)
-
-
 class PythonCodeTool(SandboxTool):
     """GEM's ``PythonCodeTool(timeout, sandbox_type, keep_error_last_line)``, sandboxed.
 
     ``keep_error_last_line`` shows only the last line of stderr (usually the exception).
-    ``pool`` overrides the pool that ``sandbox_type`` would select; ``max_output_chars`` bounds
-    the observation.
+    ``sandbox_type`` is accepted for GEM's signature and does not route anything: every run
+    is isolated, on ``runtime``'s backend. ``max_output_chars`` bounds the observation.
     """
 
     name: ClassVar[str] = "python"
@@ -83,9 +79,14 @@ class PythonCodeTool(SandboxTool):
         *,
         stateful: bool = False,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-        pool: SandboxPool | None = None,
+        runtime: Runtime | SyncRuntime | None = None,
     ) -> None:
-        super().__init__(timeout, backend=backend_for(sandbox_type), pool=pool, max_output_chars=max_output_chars)
+        if sandbox_type not in GEM_SANDBOX_TYPES:
+            raise ValueError(
+                f"unknown sandbox_type {sandbox_type!r}; GEM's are {', '.join(GEM_SANDBOX_TYPES)} "
+                "(choose the backend with runtime=Runtime(backend=...))"
+            )
+        super().__init__(timeout, runtime=runtime, max_output_chars=max_output_chars)
         self.sandbox_type = sandbox_type
         self.keep_error_last_line = keep_error_last_line
         self.stateful = stateful
@@ -100,11 +101,11 @@ class PythonCodeTool(SandboxTool):
         first = min(matches, key=lambda m: m.end())
         return ToolCall(self.name, {"code": first.group(1).strip()}, action[: first.end()], first.end())
 
-    async def run(self, call: ToolCall) -> ExecResult:
+    async def run(self, runtime: Runtime, episode: Episode | None, call: ToolCall) -> ExecResult:
         code = str(call.arguments["code"])
         if self.stateful:
-            return await self.run_in_episode(lambda sandbox: sandbox.kernel_exec(code, timeout=self.timeout))
-        return await self.run_stateless(lambda pool: pool.run(code, "python", timeout=self.timeout))
+            return await in_episode(runtime, episode, lambda sandbox: sandbox.kernel_exec(code, timeout=self.timeout))
+        return await runtime.run(code, "python", timeout=self.timeout)
 
     def observation(self, result: ExecResult) -> str:
         """GEM's: stdout, then stderr on a new line when there is any, left-stripped, after

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Any
 
+from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.client import Sandbox
-from gem_sandbox.sandbox.config import BACKENDS
-from gem_sandbox.sandbox.errors import SandboxError
-from gem_sandbox.sandbox.pool import SandboxPool
+from gem_sandbox.sandbox.errors import BackendNotAvailable, SandboxCrashed, SandboxUnavailable
 from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.sync import SyncRuntime, resolve_runtime
 from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
-from gem_sandbox.tools.context import EpisodeSandboxes, current_episode, resolve_pool
+from gem_sandbox.tools.episode import Episode
 
 DEFAULT_MAX_OUTPUT_CHARS = 4000
 
@@ -52,36 +51,34 @@ def cap(text: str, max_chars: int) -> str:
 
 
 class SandboxTool(Tool):
-    """A tool whose calls run in a sandbox from ``pool`` (see :mod:`gem_sandbox.tools.context`
-    for the pool used without one); ``backend`` picks the default pool's backend."""
+    """A tool whose calls run in a sandbox of ``runtime`` (``None``: the process default,
+    which serves sync callers; async callers pass their own)."""
 
     def __init__(
         self,
         timeout: float,
         *,
-        backend: str | None = None,
-        pool: SandboxPool | None = None,
+        runtime: Runtime | SyncRuntime | None = None,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
-        if backend not in (None, "auto", *BACKENDS):
-            raise ValueError(f"unknown sandbox backend {backend!r}; choose one of: auto, {', '.join(BACKENDS)}")
         self.timeout = timeout
-        self.backend = backend
-        self.pool = pool
+        self.runtime = runtime
         self.max_output_chars = max_output_chars
 
     @abc.abstractmethod
-    async def run(self, call: ToolCall) -> ExecResult:
-        """Run the call in a sandbox."""
+    async def run(self, runtime: Runtime, episode: Episode | None, call: ToolCall) -> ExecResult:
+        """Run the call on ``runtime``, in ``episode``'s sandbox when the tool keeps state."""
 
     @abc.abstractmethod
     def observation(self, result: ExecResult) -> str:
         """What the model reads back."""
 
-    async def aexecute(self, call: ToolCall) -> ToolOutput:
+    async def aexecute(self, call: ToolCall, episode: Episode | None = None) -> ToolOutput:
         try:
-            result = await self.run(call)
-        except SandboxError as exc:  # no sandbox to be had: the infrastructure failed, not the call
+            result = await self.run(await resolve_runtime(self.runtime), episode, call)
+        except BackendNotAvailable:
+            raise  # a machine that cannot run the backend is a setup to fix, not a sample to mask
+        except (SandboxUnavailable, SandboxCrashed) as exc:  # the infrastructure failed, not the call
             result = ExecResult.infra_error(str(exc))
         details: dict[str, Any] = {
             "status": result.status.value,
@@ -91,19 +88,13 @@ class SandboxTool(Tool):
         }
         return ToolOutput(self.observation(result), error=not succeeded(result), details=details)
 
-    async def run_stateless(self, fn: Callable[[SandboxPool], Awaitable[ExecResult]]) -> ExecResult:
-        """``fn(pool)`` on the pool's loop: a one-shot run on any warm sandbox."""
-        ref = await resolve_pool(self.pool, self.backend)
-        return await ref.call(partial(fn, ref.pool))
 
-    async def run_in_episode(self, fn: Callable[[Sandbox], Awaitable[ExecResult]]) -> ExecResult:
-        """``fn(sandbox)`` on the current episode's sandbox, leased on first use. Outside an
-        episode (a tool called directly) the state lasts this one call."""
-        ref = await resolve_pool(self.pool, self.backend)
-        episode = current_episode()
-        if episode is None:
-            async with EpisodeSandboxes() as one_call:
-                sandbox = await one_call.sandbox(ref)
-                return await ref.call(partial(fn, sandbox))
-        sandbox = await episode.sandbox(ref)
-        return await ref.call(partial(fn, sandbox))
+async def in_episode(
+    runtime: Runtime, episode: Episode | None, fn: Callable[[Sandbox], Awaitable[ExecResult]]
+) -> ExecResult:
+    """``fn(sandbox)`` on ``episode``'s sandbox, leased on first use; without an episode (a tool
+    called directly) on a sandbox leased for this one call."""
+    if episode is None:
+        async with runtime.lease() as sandbox:
+            return await fn(sandbox)
+    return await fn(await episode.sandbox(runtime))

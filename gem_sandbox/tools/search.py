@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 
+from gem_sandbox.runtime import Runtime
 from gem_sandbox.search.hits import Hit, SearchError
 from gem_sandbox.search.index import SearchIndex
+from gem_sandbox.sync import SyncRuntime, resolve_runtime
 from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
+from gem_sandbox.tools.episode import Episode
 
 if TYPE_CHECKING:
     from gem_sandbox.search.client import RetrievalClient
@@ -35,7 +38,8 @@ def information(body: str) -> str:
 class SearchTool(Tool):
     """Answers from ``index`` (a :class:`SearchIndex` or the path of one) when given, else from
     the retrieval server at ``search_url`` or ``$SEARCH_URL``, read on first search as GEM does.
-    ``timeout`` bounds each search in seconds."""
+    ``timeout`` bounds each search in seconds. Server requests use ``runtime``'s HTTP session
+    (``None``: the process default's, for sync callers)."""
 
     name: ClassVar[str] = "search"
     tool_type: ClassVar[str] = "search"
@@ -52,12 +56,15 @@ class SearchTool(Tool):
         timeout: float = 5,
         search_url: str | None = None,
         index: SearchIndex | str | os.PathLike[str] | None = None,
+        *,
+        runtime: Runtime | SyncRuntime | None = None,
     ) -> None:
         if search_url is not None and index is not None:
             raise ValueError("give SearchTool a search_url or an index, not both")
         self.topk = topk
         self.timeout = timeout
         self.search_url = search_url
+        self.runtime = runtime
         self._index: SearchIndex | None
         if index is None or isinstance(index, SearchIndex):
             self._index, self._owns_index = index, False
@@ -86,7 +93,7 @@ class SearchTool(Tool):
             return None
         return ToolCall(self.name, {"query": match.group(1).strip()}, action[: match.end()], match.end())
 
-    async def aexecute(self, call: ToolCall) -> ToolOutput:
+    async def aexecute(self, call: ToolCall, episode: Episode | None = None) -> ToolOutput:
         query = str(call.arguments.get("query", "")).strip()
         if not query:
             return ToolOutput(information("[SearchTool Error: empty query]"), error=True)
@@ -98,7 +105,9 @@ class SearchTool(Tool):
 
     async def _search(self, query: str) -> list[Hit]:
         if self._index is None:
-            return await self._retrieval_client().search(query, self.topk)
+            client = self._retrieval_client()
+            runtime = await resolve_runtime(self.runtime)
+            return await client.search(await runtime.http_session(), query, self.topk)
         try:
             with anyio.fail_after(self.timeout):  # the abandoned query finishes in its thread
                 return await anyio.to_thread.run_sync(self._index.search, query, self.topk, abandon_on_cancel=True)
@@ -116,9 +125,6 @@ class SearchTool(Tool):
         return self._client
 
     async def aclose(self) -> None:
-        """Close the HTTP session, and the index if this tool opened it from a path."""
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        """Close the index if this tool opened it from a path (the runtime owns the HTTP session)."""
         if self._owns_index and self._index is not None:
             self._index.close()

@@ -1,7 +1,7 @@
 """A shell tool: ``<bash>...</bash>`` runs in one persistent bash session per episode.
 
 The session lives on the sandbox the episode leased (the one a stateful Python tool of the
-same pool uses too, so files are shared), so ``cd``, exported variables and files carry over
+same runtime uses too, so files are shared), so ``cd``, exported variables and files carry over
 from one call to the next until the episode ends.
 """
 
@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from gem_sandbox.sandbox.pool import SandboxPool
+from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.sync import SyncRuntime
 from gem_sandbox.tools.base import ToolCall
-from gem_sandbox.tools.sandboxed import DEFAULT_MAX_OUTPUT_CHARS, SandboxTool, cap, status_note
+from gem_sandbox.tools.episode import Episode
+from gem_sandbox.tools.sandboxed import DEFAULT_MAX_OUTPUT_CHARS, SandboxTool, cap, in_episode, status_note
 
 _PATTERN = re.compile(r"<bash>(.*?)</bash>", re.DOTALL)
 SESSION = "episode"
@@ -38,11 +40,10 @@ class ShellTool(SandboxTool):
         self,
         timeout: float = 10,
         *,
-        backend: str | None = None,
-        pool: SandboxPool | None = None,
+        runtime: Runtime | SyncRuntime | None = None,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
-        super().__init__(timeout, backend=backend, pool=pool, max_output_chars=max_output_chars)
+        super().__init__(timeout, runtime=runtime, max_output_chars=max_output_chars)
 
     def instruction_string(self) -> str:
         return (
@@ -58,9 +59,11 @@ class ShellTool(SandboxTool):
             return None
         return ToolCall(self.name, {"command": match.group(1).strip("\n")}, action[: match.end()], match.end())
 
-    async def run(self, call: ToolCall) -> ExecResult:
+    async def run(self, runtime: Runtime, episode: Episode | None, call: ToolCall) -> ExecResult:
         command = str(call.arguments["command"])
-        return await self.run_in_episode(lambda sandbox: sandbox.shell(command, session=SESSION, timeout=self.timeout))
+        return await in_episode(
+            runtime, episode, lambda sandbox: sandbox.shell(command, session=SESSION, timeout=self.timeout)
+        )
 
     def observation(self, result: ExecResult) -> str:
         """``Shell result (exit code N):`` then stdout and stderr as the terminal showed them;

@@ -1,8 +1,10 @@
 """GEM's wrapper-factory names: ``get_wrapper_fns("python_tool,concat_chat", tokenizer)``.
 
 Order matters when composing: a tool wrapper first, then an observation wrapper, then
-``episode_tracking`` outermost. As in GEM, each name's tools are built once and shared by every
-env it wraps; the tools keep no per-episode state, so sharing them is safe.
+``episode_tracking`` outermost. As in GEM, each call builds a name's tools once and shares them
+with every env it wraps; the tools keep no per-episode state, so sharing them is safe. Their
+sandboxes (and the search tool's HTTP session) come from ``runtime``: the caller's
+:class:`~gem_sandbox.runtime.Runtime`, or, for sync callers, the process default.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from functools import partial
 from typing import Any
 
 from gem_sandbox.core import Env
+from gem_sandbox.runtime import Runtime
+from gem_sandbox.sync import SyncRuntime
+from gem_sandbox.tools.base import Tool
 from gem_sandbox.tools.calculator import CalculatorTool
 from gem_sandbox.tools.python import PythonCodeTool
 from gem_sandbox.tools.search import SearchTool
@@ -20,51 +25,67 @@ from gem_sandbox.wrappers.observation import ObservationWrapper
 from gem_sandbox.wrappers.tool_env import ToolEnvWrapper
 
 WrapperFn = Callable[[Env], Env]
+AnyRuntime = Runtime | SyncRuntime | None
 
-WRAPPER_FACTORY: dict[str, Callable[..., Env]] = {
-    "python_tool": partial(
-        ToolEnvWrapper, tools=[PythonCodeTool(timeout=5)], tool_reward=0.05, tool_success_reward=0.25, max_tool_uses=5
+
+def _tool_wrapper(
+    make_tool: Callable[[AnyRuntime], Tool], tool_reward: float, tool_success_reward: float
+) -> Callable[..., WrapperFn]:
+    """A factory entry for a tool wrapper: built per call, with the caller's runtime."""
+
+    def build(runtime: AnyRuntime = None) -> WrapperFn:
+        return partial(
+            ToolEnvWrapper,
+            tools=[make_tool(runtime)],
+            tool_reward=tool_reward,
+            tool_success_reward=tool_success_reward,
+            max_tool_uses=5,
+        )
+
+    return build
+
+
+def _plain(fn: Callable[..., Env]) -> Callable[..., WrapperFn]:
+    """A factory entry for a wrapper without tools, which needs no runtime (``options``: the
+    tokenizer of the chat wrappers)."""
+
+    def build(runtime: AnyRuntime = None, **options: Any) -> WrapperFn:
+        return partial(fn, **options)
+
+    return build
+
+
+WRAPPER_FACTORY: dict[str, Callable[..., WrapperFn]] = {
+    "python_tool": _tool_wrapper(lambda rt: PythonCodeTool(timeout=5, runtime=rt), 0.05, 0.25),
+    "python_tool_no_int_reward": _tool_wrapper(lambda rt: PythonCodeTool(timeout=5, runtime=rt), 0.0, 0.0),
+    "python_tool_no_int_reward_last_line_error": _tool_wrapper(
+        lambda rt: PythonCodeTool(timeout=5, keep_error_last_line=True, runtime=rt), 0.0, 0.0
     ),
-    "python_tool_no_int_reward": partial(
-        ToolEnvWrapper, tools=[PythonCodeTool(timeout=5)], tool_reward=0.0, tool_success_reward=0.0, max_tool_uses=5
+    "calculator_tool": _tool_wrapper(lambda rt: CalculatorTool(), 0.05, 0.25),
+    "search_tool": _tool_wrapper(lambda rt: SearchTool(topk=3, timeout=5, runtime=rt), 0.3, 0.0),
+    "search_tool_no_int_reward": _tool_wrapper(lambda rt: SearchTool(topk=3, timeout=5, runtime=rt), 0.0, 0.0),
+    "concat": _plain(partial(ObservationWrapper, include_action=False, include_chat_template=False)),
+    "concat_with_action": _plain(partial(ObservationWrapper, include_action=True, include_chat_template=False)),
+    "concat_chat": _plain(partial(ObservationWrapper, include_action=True, include_chat_template=True)),
+    "concat_chat_on_reset": _plain(
+        partial(ObservationWrapper, include_action=True, include_chat_template=False, apply_chat_template_on_reset=True)
     ),
-    "python_tool_no_int_reward_last_line_error": partial(
-        ToolEnvWrapper,
-        tools=[PythonCodeTool(timeout=5, keep_error_last_line=True)],
-        tool_reward=0.0,
-        tool_success_reward=0.0,
-        max_tool_uses=5,
-    ),
-    "calculator_tool": partial(
-        ToolEnvWrapper, tools=[CalculatorTool()], tool_reward=0.05, tool_success_reward=0.25, max_tool_uses=5
-    ),
-    "search_tool": partial(
-        ToolEnvWrapper, tools=[SearchTool(topk=3, timeout=5)], tool_reward=0.3, tool_success_reward=0.0, max_tool_uses=5
-    ),
-    "search_tool_no_int_reward": partial(
-        ToolEnvWrapper, tools=[SearchTool(topk=3, timeout=5)], tool_reward=0.0, tool_success_reward=0.0, max_tool_uses=5
-    ),
-    "concat": partial(ObservationWrapper, include_action=False, include_chat_template=False),
-    "concat_with_action": partial(ObservationWrapper, include_action=True, include_chat_template=False),
-    "concat_chat": partial(ObservationWrapper, include_action=True, include_chat_template=True),
-    "concat_chat_on_reset": partial(
-        ObservationWrapper, include_action=True, include_chat_template=False, apply_chat_template_on_reset=True
-    ),
-    "episode_tracking": EpisodeTrackingWrapper,
+    "episode_tracking": _plain(EpisodeTrackingWrapper),
 }
 TOKENIZER_REQUIRED = frozenset({"concat_chat", "concat_chat_on_reset"})
 
 
-def get_wrapper_fns(wrappers: str, tokenizer: Any = None) -> list[WrapperFn]:
-    """Wrapper constructors for a comma-separated list of factory names."""
+def get_wrapper_fns(wrappers: str, tokenizer: Any = None, *, runtime: AnyRuntime = None) -> list[WrapperFn]:
+    """Wrapper constructors for a comma-separated list of factory names; tool wrappers run
+    their tools on ``runtime``."""
     fns: list[WrapperFn] = []
     for name in filter(None, (w.strip() for w in (wrappers or "").split(","))):
         if name not in WRAPPER_FACTORY:
             raise KeyError(f"unknown wrapper {name!r}; known: {', '.join(sorted(WRAPPER_FACTORY))}")
-        fn = WRAPPER_FACTORY[name]
+        options: dict[str, Any] = {}
         if name in TOKENIZER_REQUIRED:
             if tokenizer is None:
                 raise ValueError(f"wrapper {name!r} needs a tokenizer: get_wrapper_fns(..., tokenizer=tok)")
-            fn = partial(fn, tokenizer=tokenizer)
-        fns.append(fn)
+            options["tokenizer"] = tokenizer
+        fns.append(WRAPPER_FACTORY[name](runtime, **options))
     return fns

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gem_sandbox._loop import run_sync
+from gem_sandbox.sync import run_sync
 from gem_sandbox.core import Env, EnvWrapper, ResetReturn, StepReturn
 from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
-from gem_sandbox.tools.context import EpisodeSandboxes, episode_scope
+from gem_sandbox.tools.episode import Episode
 from gem_sandbox.tools.parsing import ToolCallError, find_call
 
 MAX_USES_MESSAGE = "\n\nReached the maximum number of tool use. Please output final answer directly."
@@ -30,10 +30,12 @@ class ToolEnvWrapper(EnvWrapper):
     GEM, ``use_tool`` is True only for steps that a tool answered, so chat templates give those
     the tool role.
 
-    Per-episode sandbox state belongs here, not to the (shared) tools: the episode's sandbox is
-    leased on its first stateful call and released when the episode ends, on reset and on
-    close. In a vector env stepped in lockstep every stateful episode holds a sandbox, so give
-    such pools ``max_size`` >= the number of envs.
+    Per-episode sandbox state belongs here, not to the (shared) tools: the wrapper's
+    :class:`~gem_sandbox.tools.episode.Episode` goes with every call, its sandbox is leased on
+    the first stateful call and released when the episode ends, on reset and on close. Where
+    the sandboxes come from is each tool's ``runtime``. In a vector env stepped in lockstep
+    every stateful episode holds a sandbox, so give such runtimes ``max_size`` >= the number
+    of envs.
     """
 
     def __init__(
@@ -54,11 +56,11 @@ class ToolEnvWrapper(EnvWrapper):
         self.max_tool_uses = float("inf") if max_tool_uses is None else max_tool_uses
         self.tool_use_counter = 0
         self.tool_success_counter = 0
-        self.sandboxes = EpisodeSandboxes()
+        self.episode = Episode()
 
     @property
     def blocking(self) -> bool:  # type: ignore[override]
-        return False  # the async face is native; sync callers go through the shared loop
+        return False  # the async face is native; sync callers go through gem_sandbox.sync
 
     @property
     def suspends(self) -> bool:  # type: ignore[override]
@@ -73,7 +75,7 @@ class ToolEnvWrapper(EnvWrapper):
         return [tool.schema() for tool in self.tools]
 
     async def areset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
-        await self.sandboxes.release()
+        await self.episode.release()
         prev_uses, prev_successes = self.tool_use_counter, self.tool_success_counter
         self.tool_use_counter = self.tool_success_counter = 0
         obs, info = await self.env.areset(seed=seed, **kwargs)
@@ -92,7 +94,7 @@ class ToolEnvWrapper(EnvWrapper):
             obs, reward, terminated, truncated, info = await self.env.astep(action)
             info.update(use_tool=False)
             if terminated or truncated:
-                await self.sandboxes.release()
+                await self.episode.release()
         else:
             output, tool_type = await self._execute(call)
             self.tool_use_counter += 1
@@ -114,11 +116,10 @@ class ToolEnvWrapper(EnvWrapper):
         if isinstance(call, ToolCallError):
             return ToolOutput(f"Tool call error: {call.message}\n", error=True), INVALID_CALL_TYPE
         tool = next(tool for tool in self.tools if tool.name == call.tool)
-        with episode_scope(self.sandboxes):
-            return await tool.aexecute(call), tool.tool_type
+        return await tool.aexecute(call, self.episode), tool.tool_type
 
     async def aclose(self) -> None:
-        await self.sandboxes.release()
+        await self.episode.release()
         await self.env.aclose()
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
@@ -133,7 +134,7 @@ class ToolEnvWrapper(EnvWrapper):
     def spawn(self, same_state: bool = False, **kwargs: Any) -> Env:
         clone = super().spawn(same_state=same_state, **kwargs)
         assert isinstance(clone, ToolEnvWrapper)
-        clone.sandboxes = EpisodeSandboxes()  # a sandbox is leased by one episode only
+        clone.episode = Episode()  # a sandbox is leased by one episode only
         return clone
 
     def get_state(self) -> dict[str, Any]:

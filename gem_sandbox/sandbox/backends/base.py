@@ -8,26 +8,13 @@ protocol, runs, files, resets) is shared and lives in :mod:`gem_sandbox.sandbox.
 from __future__ import annotations
 
 import abc
-import itertools
-import os
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from anyio.abc import ByteStream
 
-UIDS_PER_SANDBOX = 64  # concurrent runs, kernels and shells in one sandbox
-_slots = itertools.count()
-
-
-def allocate_uid_base() -> int:
-    """The first uid of a range of :data:`UIDS_PER_SANDBOX` that no other sandbox on this
-    host uses: a block of a million uids per host process (by pid), a thousand per sandbox.
-
-    The kernel counts some limits per uid across the whole host (processes, POSIX message
-    queue bytes, inotify instances, pending signals, keyring quotas), so sandboxes that
-    shared uids could exhaust each other's; each sandbox, container or not, gets its own.
-    """
-    return 10_000_000 + (os.getpid() % 4000) * 1_000_000 + (next(_slots) % 1000) * 1000
+MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -42,6 +29,12 @@ class SandboxSpec:
     tmp_mb: int = 64  # size of /tmp tmpfs
     labels: dict[str, str] = field(default_factory=dict)  # backend metadata for reaping
     image: str | None = None  # backend-specific image/template name; None = backend default
+
+    @property
+    def threads(self) -> int:
+        """What thread-count variables (``OMP_NUM_THREADS`` etc.) are set to: the CPU quota,
+        rounded up, so numeric libraries do not start a thread per host core."""
+        return max(1, math.ceil(self.cpus))
 
 
 class Box(abc.ABC):

@@ -1,16 +1,15 @@
-"""A pool of warm sandboxes with leases, recycling and a supervisor.
+"""A pool of warm sandboxes: leases, recycling, and every sandbox's life from launch to kill.
 
 Life of a sandbox::
 
     launch -> idle -> leased -> (release) -> reset + probe -> idle  (or destroy -> refill)
 
 Everything the pool does in the background lives in one task group owned by the pool: the
-supervisor (refills to ``min_idle`` plus demand, health pings, lifetime expiry), each sandbox's
-protocol reader, and each released sandbox's reset. Leaving ``async with pool`` kills every
-sandbox the pool made, whatever state it is in.
+supervisor (:mod:`.supervisor`: refills to ``min_idle`` plus demand, health checks), each
+sandbox's protocol reader, each launch, probe and reset. Leaving ``async with pool`` kills
+every sandbox the pool made, whatever state it is in.
 
-Waiters are served strictly first come, first served; their number is bounded by
-``max_waiters`` (backpressure), and each waits at most ``acquire_timeout``.
+Callers wait in a fair, bounded line (:mod:`.waiters`), each at most ``acquire_timeout``.
 
 Liveness: every sandbox tells the pool when it dies (its ``on_death`` hook), so a dead idle
 sandbox leaves the idle set at once and a replacement starts; and ``acquire`` checks the one
@@ -20,68 +19,42 @@ whose agent stream already failed. Health pings remain for agents that hang with
 
 from __future__ import annotations
 
+import enum
 import itertools
 import logging
 import os
-import signal
-import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
+
 import anyio
 from anyio.abc import TaskGroup
 
-from gem_sandbox.sandbox.backends.base import Backend, SandboxSpec
+from gem_sandbox.sandbox.backends.base import Backend
 from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import AcquireTimeout, PoolClosed, SandboxError, SandboxUnavailable
-from gem_sandbox.sandbox.limits import RunLimits
+from gem_sandbox.sandbox.pool.config import PoolConfig
+from gem_sandbox.sandbox.pool.statistics import Counters, PoolStatistics
+from gem_sandbox.sandbox.pool.supervisor import Supervisor
+from gem_sandbox.sandbox.pool.waiters import WaitQueue
 from gem_sandbox.sandbox.result import ExecResult
 
 log = logging.getLogger(__name__)
 _pool_numbers = itertools.count(1)
 
-
-@dataclass(frozen=True)
-class PoolConfig:
-    min_idle: int = 2  # warm sandboxes kept ready beyond current demand
-    max_size: int = 8  # sandboxes alive at once, leased or not
-    max_uses: int = 1000  # leases before a sandbox is replaced rather than reset
-    max_lifetime: float = 3600.0  # seconds before an idle sandbox is replaced
-    acquire_timeout: float = 60.0
-    max_waiters: int = 10_000  # acquire() beyond this raises at once instead of queueing
-    reset_timeout: float = 10.0
-    health_interval: float = 15.0  # how often idle sandboxes are pinged
-    launch_attempts: int = 3  # consecutive launch failures before waiters are failed
-    run_timeout: float = 10.0  # default timeout of runs on leased sandboxes
-    grace: float = 5.0  # how long past a run's timeout a silent agent is declared dead
-    spec: SandboxSpec = field(default_factory=SandboxSpec)
-    limits: RunLimits = field(default_factory=RunLimits)
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.min_idle <= self.max_size or self.max_size < 1:
-            raise ValueError(f"need 0 <= min_idle <= max_size and max_size >= 1, got {self.min_idle}, {self.max_size}")
+POOL_LABEL = "gem-sandbox.pool"  # names a sandbox's pool, for the backends that label them
+LAUNCH_TIMEOUT = 30.0  # seconds a launched agent has to say hello
+PROBE_TIMEOUT = 5.0  # seconds an idle agent has to answer a health ping
 
 
-@dataclass
-class PoolStats:
-    """Counters since the pool opened, and the current population."""
-
-    launched: int = 0
-    leases: int = 0
-    waits: int = 0  # acquires that had to queue
-    resets: int = 0
-    replacements: int = 0  # sandboxes destroyed because they died, failed a probe or aged out
-    launch_failures: int = 0
-    acquire_timeouts: int = 0
-    idle: int = 0
-    leased: int = 0
-    starting: int = 0
-    recycling: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(vars(self))
+class PoolState(str, enum.Enum):
+    NEW = "new"
+    OPENING = "opening"
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
 
 
 @dataclass(eq=False)
@@ -89,47 +62,54 @@ class _Slot:
     sandbox: Sandbox
     born: float = field(default_factory=time.monotonic)
     uses: int = 0
-
-
-class _Waiter:
-    __slots__ = ("event", "slot", "error")
-
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.slot: _Slot | None = None
-        self.error: BaseException | None = None
+    destroyed: bool = False  # _destroy() ran (or runs): the one kill this sandbox gets
 
 
 class SandboxPool:
-    """``async with SandboxPool(backend) as pool: async with pool.lease() as sb: ...``"""
+    """``async with SandboxPool(backend) as pool: async with pool.lease() as sb: ...``
+
+    A pool is opened once: entering it a second time (or after it closed) raises."""
 
     def __init__(self, backend: Backend, config: PoolConfig | None = None, *, name: str | None = None) -> None:
         self.backend = backend
         self.config = config or PoolConfig()
         self.name = name or f"{os.getpid()}-{next(_pool_numbers)}"
-        self.stats = PoolStats()
+        self.state = PoolState.NEW
+        self._counters = Counters()
         self._idle: deque[_Slot] = deque()
         self._leased: dict[int, _Slot] = {}  # id(sandbox) -> slot
         self._all: set[_Slot] = set()
         self._probing: set[_Slot] = set()
-        self._waiters: deque[_Waiter] = deque()
+        self._waiters: WaitQueue[_Slot] = WaitQueue(self.config.max_waiters)
         self._starting = 0
         self._recycling = 0
         self._consecutive_failures = 0
-        self._wake = anyio.Event()
+        self._supervisor = Supervisor(
+            self.config.health_interval,
+            shortfall=self._shortfall,
+            launch=self._start_launch,
+            check_health=self._check_health,
+            failing=lambda: self._consecutive_failures > 0,
+        )
         self._tg: TaskGroup | None = None
-        self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> SandboxPool:
-        exit_on_sigterm()
-        reaped = await self.backend.reap_orphans()
-        if reaped:
-            log.warning("removed %d sandboxes left by owners that died", reaped)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._supervise)
-        self._poke()  # fill to min_idle now, not at the first health check
+        if self.state is not PoolState.NEW:
+            raise RuntimeError(f"pool {self.name} is {self.state.value}; a pool is opened once")
+        self.state = PoolState.OPENING
+        try:
+            reaped = await self.backend.reap_orphans()
+            if reaped:
+                log.warning("removed %d sandboxes left by owners that died", reaped)
+            self._tg = anyio.create_task_group()
+            await self._tg.__aenter__()
+        except BaseException:
+            self.state = PoolState.CLOSED
+            raise
+        self.state = PoolState.OPEN
+        self._tg.start_soon(self._supervisor.run)
+        self._supervisor.poke()  # fill to min_idle now, not at the first health check
         return self
 
     async def __aexit__(self, *exc: object) -> bool | None:
@@ -140,26 +120,46 @@ class SandboxPool:
 
     async def aclose(self) -> None:
         """Fail the waiters and kill every sandbox; idempotent."""
-        if self._closed:
+        if self.state is not PoolState.OPEN:
             return
-        self._closed = True
-        for waiter in self._waiters:
-            waiter.error = PoolClosed(f"pool {self.name} was closed")
-            waiter.event.set()
-        self._waiters.clear()
+        self.state = PoolState.CLOSING
+        self._waiters.fail_all(PoolClosed(f"pool {self.name} was closed"))
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for slot in list(self._all):
                     tg.start_soon(self._destroy, slot, False)
         self._idle.clear()
         self._leased.clear()
+        self.state = PoolState.CLOSED
+
+    @property
+    def open(self) -> bool:
+        return self.state is PoolState.OPEN
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until ``min_idle`` sandboxes are warm."""
         with anyio.fail_after(timeout):
-            while len(self._idle) < self.config.min_idle:
+            while len(self._idle) < (self.config.min_idle or 0):
                 self._check_open()
                 await anyio.sleep(0.01)
+
+    def statistics(self) -> PoolStatistics:
+        """A fresh snapshot of the counters and the current population."""
+        c = self._counters
+        return PoolStatistics(
+            launched=c.launched,
+            leases=c.leases,
+            waits=c.waits,
+            resets=c.resets,
+            replacements=c.replacements,
+            launch_failures=c.launch_failures,
+            acquire_timeouts=c.acquire_timeouts,
+            idle=len(self._idle),
+            leased=len(self._leased),
+            starting=self._starting,
+            recycling=self._recycling,
+            waiting=len(self._waiters),
+        )
 
     # -- leases ------------------------------------------------------------------------
     async def acquire(self, timeout: float | None = None) -> Sandbox:
@@ -177,38 +177,19 @@ class SandboxPool:
             self._discard(slot)  # no await since it was chosen: nothing can die in between
 
     async def _next_slot(self, deadline: float, limit: float) -> _Slot:
-        """An idle slot, or the first one offered while this caller waits in line."""
-        if self._idle and not self._waiters:
+        """An idle slot, or the first one handed over while this caller waits in line."""
+        if self._idle and not len(self._waiters):
             return self._idle.popleft()
-        if len(self._waiters) >= self.config.max_waiters:
-            raise SandboxUnavailable(f"{len(self._waiters)} callers already waiting; the pool is saturated")
-        waiter = _Waiter()
-        self._waiters.append(waiter)
-        self.stats.waits += 1
-        self._poke()
-        try:
-            with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                await waiter.event.wait()
-        except TimeoutError:
-            if waiter.slot is None:
-                self.stats.acquire_timeouts += 1
-                raise AcquireTimeout(
-                    f"no sandbox became free within {limit:g} s ({len(self._leased)} leased, "
-                    f"max_size={self.config.max_size}); raise max_size or release leases sooner"
-                ) from None
-        except BaseException:  # cancelled: give back anything handed over meanwhile
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
-            if waiter.slot is not None:
-                self._offer(waiter.slot)
-            raise
-        finally:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
-        if waiter.error is not None:
-            raise waiter.error
-        assert waiter.slot is not None
-        return waiter.slot
+        self._counters.waits += 1
+        self._supervisor.poke()
+        slot = await self._waiters.wait(max(0.0, deadline - anyio.current_time()), self._offer)
+        if slot is None:
+            self._counters.acquire_timeouts += 1
+            raise AcquireTimeout(
+                f"no sandbox became free within {limit:g} s ({len(self._leased)} leased, "
+                f"max_size={self.config.max_size}); raise max_size or release leases sooner"
+            )
+        return slot
 
     async def release(self, sandbox: Sandbox) -> None:
         """Hand a leased sandbox back; it is reset and probed in the background.
@@ -220,13 +201,12 @@ class SandboxPool:
         in the caller (a double release could hand one sandbox to two tenants), not a state
         to paper over."""
         slot = self._leased.pop(id(sandbox), None)
-        if self._closed:
+        if self.state is not PoolState.OPEN:
             if slot is not None:
                 await self._destroy(slot, False)
             return
         if slot is None:
             raise SandboxError("release() of a sandbox this pool did not lease (or released twice)")
-        self.stats.leased = len(self._leased)
         self._recycling += 1
         assert self._tg is not None
         self._tg.start_soon(self._recycle, slot)
@@ -258,15 +238,14 @@ class SandboxPool:
 
     # -- internals ---------------------------------------------------------------------
     def _check_open(self) -> None:
-        if self._closed:
-            raise PoolClosed(f"pool {self.name} is closed")
+        if self.state is not PoolState.OPEN:
+            raise PoolClosed(f"pool {self.name} is {self.state.value}")
 
     def _lease(self, slot: _Slot) -> Sandbox:
         slot.uses += 1
         self._leased[id(slot.sandbox)] = slot
-        self.stats.leases += 1
-        self._refresh_stats()
-        self._poke()  # demand changed: the supervisor may top up the idle set
+        self._counters.leases += 1
+        self._supervisor.poke()  # demand changed: the idle set may need topping up
         return slot.sandbox
 
     def _offer(self, slot: _Slot) -> None:
@@ -274,15 +253,8 @@ class SandboxPool:
         replaced instead."""
         if not slot.sandbox.alive:
             self._discard(slot)
-            return
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.event.is_set():
-                waiter.slot = slot
-                waiter.event.set()
-                return
-        self._idle.append(slot)
-        self._refresh_stats()
+        elif not self._waiters.hand(slot):
+            self._idle.append(slot)
 
     async def _recycle(self, slot: _Slot) -> None:
         try:
@@ -292,22 +264,21 @@ class SandboxPool:
                 try:
                     await sandbox.reset(timeout=self.config.reset_timeout)
                     await sandbox.ping(timeout=self.config.reset_timeout)
-                    self.stats.resets += 1
+                    self._counters.resets += 1
                 except (SandboxError, TimeoutError) as exc:
-                    if not self._closed:  # at shutdown the pool itself closed it
+                    if self.open:  # at shutdown the pool itself closed it
                         log.warning("sandbox %s failed its reset probe (%s); replacing it", sandbox.id, exc)
                 else:
-                    if not self._closed:
+                    if self.open:
                         self._offer(slot)
                         return
-            await self._destroy(slot, not self._closed)  # at shutdown nothing is replaced
+            await self._destroy(slot, self.open)  # at shutdown nothing is replaced
         finally:
             self._recycling -= 1
-            self._refresh_stats()
 
     def _discard(self, slot: _Slot) -> None:
         """Destroy a dead sandbox that is in no list any more, and have it replaced."""
-        if self._closed:
+        if not self.open:
             return  # aclose() kills everything in ``_all``
         self._all.discard(slot)  # at once, so the supervisor counts the replacement in
         assert self._tg is not None
@@ -316,61 +287,39 @@ class SandboxPool:
     def _died(self, slot: _Slot) -> None:
         """A sandbox's ``on_death`` hook: an idle one is dropped and replaced now. Leased,
         recycling and starting ones are handled where they are (release, reset, launch)."""
-        if self._closed or slot not in self._idle:
+        if not self.open or slot not in self._idle:
             return
         self._idle.remove(slot)
         log.warning("idle %r; replacing it", slot.sandbox)
         self._discard(slot)
-        self._refresh_stats()
 
     def _too_old(self, slot: _Slot) -> bool:
         return time.monotonic() - slot.born > self.config.max_lifetime
 
     async def _destroy(self, slot: _Slot, replace_it: bool) -> None:
+        if slot.destroyed:
+            return
+        slot.destroyed = True
         self._all.discard(slot)
         self._probing.discard(slot)
         if slot in self._idle:
             self._idle.remove(slot)
         if replace_it:
-            self.stats.replacements += 1
-            self._poke()
+            self._counters.replacements += 1
+            self._supervisor.poke()
         with anyio.CancelScope(shield=True):
             try:
                 await slot.sandbox.close()
             except Exception as exc:  # a sandbox that can't be closed politely is killed by close()
                 log.warning("closing sandbox %s failed: %s", slot.sandbox.id, exc)
-        self._refresh_stats()
 
-    def _wanted(self) -> int:
-        """Sandboxes the pool should have: everyone served plus ``min_idle`` spare."""
+    def _shortfall(self) -> int:
+        """Launches to start now: everyone served plus ``min_idle`` spare, up to ``max_size``."""
+        if not self.open:
+            return 0
         cfg = self.config
-        demand = len(self._leased) + self._recycling + len(self._waiters) + cfg.min_idle
-        return min(cfg.max_size, demand)
-
-    def _poke(self) -> None:
-        self._wake.set()
-
-    async def _supervise(self) -> None:
-        cfg = self.config
-        backoff = 0.0
-        next_health = time.monotonic() + cfg.health_interval
-        while not self._closed:
-            with anyio.move_on_after(max(0.0, next_health - time.monotonic())):
-                await self._wake.wait()
-            self._wake = anyio.Event()
-            if time.monotonic() >= next_health:
-                self._check_health()
-                next_health = time.monotonic() + cfg.health_interval
-            population = len(self._all) + self._starting
-            for _ in range(max(0, self._wanted() - population)):
-                self._starting += 1
-                assert self._tg is not None
-                self._tg.start_soon(self._launch)
-            if self._consecutive_failures:
-                backoff = min(max(backoff * 2, 0.1), 5.0)
-                await anyio.sleep(backoff)
-            else:
-                backoff = 0.0
+        demand = len(self._leased) + self._recycling + len(self._waiters) + (cfg.min_idle or 0)
+        return max(0, min(cfg.max_size, demand) - len(self._all) - self._starting)
 
     def _check_health(self) -> None:
         """Probe idle sandboxes in the background, one probe per sandbox at a time: probes
@@ -386,7 +335,7 @@ class SandboxPool:
         try:
             healthy = slot.sandbox.alive and not self._too_old(slot)
             if healthy:
-                await slot.sandbox.ping(timeout=5.0)
+                await slot.sandbox.ping(timeout=PROBE_TIMEOUT)
         except (SandboxError, TimeoutError):
             healthy = False
         finally:
@@ -394,9 +343,14 @@ class SandboxPool:
         if not healthy and slot in self._idle:
             await self._destroy(slot, True)
 
+    def _start_launch(self) -> None:
+        self._starting += 1
+        assert self._tg is not None
+        self._tg.start_soon(self._launch)
+
     async def _launch(self) -> None:
         cfg = self.config
-        spec = replace(cfg.spec, labels={**cfg.spec.labels, "gem-sandbox.pool": self.name})
+        spec = replace(cfg.spec, labels={**cfg.spec.labels, POOL_LABEL: self.name})
         box = None
         try:
             box = await self.backend.launch(spec)
@@ -406,7 +360,7 @@ class SandboxPool:
             slot = _Slot(sandbox)
             sandbox.on_death = lambda _: self._died(slot)
             assert self._tg is not None
-            with anyio.fail_after(30):
+            with anyio.fail_after(LAUNCH_TIMEOUT):
                 await self._tg.start(sandbox.serve)
         except BaseException as exc:  # cancelled mid-launch (pool closing) must not leak the box
             if box is not None:
@@ -419,15 +373,15 @@ class SandboxPool:
         finally:
             self._starting -= 1
         self._consecutive_failures = 0
-        self.stats.launched += 1
+        self._counters.launched += 1
         self._all.add(slot)
-        if self._closed:
-            await self._destroy(slot, False)
-        else:
+        if self.open:
             self._offer(slot)
+        else:
+            await self._destroy(slot, False)
 
     def _launch_failed(self, exc: BaseException) -> None:
-        self.stats.launch_failures += 1
+        self._counters.launch_failures += 1
         self._consecutive_failures += 1
         log.warning("launching a %s sandbox failed: %s", self.backend.name, exc)
         if self._consecutive_failures >= self.config.launch_attempts:
@@ -436,32 +390,12 @@ class SandboxPool:
                 f"last error: {exc}"
             )
             error.__cause__ = exc
-            while self._waiters:
-                waiter = self._waiters.popleft()
-                waiter.error = error
-                waiter.event.set()
-        self._poke()
-        self._refresh_stats()
-
-    def _refresh_stats(self) -> None:
-        s = self.stats
-        s.idle, s.leased, s.starting, s.recycling = len(self._idle), len(self._leased), self._starting, self._recycling
+            self._waiters.fail_all(error)
+        self._supervisor.poke()
 
     def __repr__(self) -> str:
-        s = self.stats
-        return f"<SandboxPool {self.name} {self.backend.name} idle={s.idle} leased={s.leased} starting={s.starting}>"
-
-
-def exit_on_sigterm() -> None:
-    """Make SIGTERM unwind the process like Ctrl-C does (``SystemExit(143)``), so every pool
-    closes and removes its sandboxes instead of dying with them running. Only when SIGTERM
-    still has its default action and we are on the main thread: a handler the application
-    installed is never replaced."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _raise_system_exit)
-
-
-def _raise_system_exit(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+        s = self.statistics()
+        return (
+            f"<SandboxPool {self.name} {self.backend.name} {self.state.value} "
+            f"idle={s.idle} leased={s.leased} starting={s.starting}>"
+        )

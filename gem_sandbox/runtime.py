@@ -1,0 +1,203 @@
+"""The owner of the sandboxes (and connections) that tool calls use: :class:`Runtime`.
+
+A runtime is to tools what an httpx client is to requests: the caller makes one, passes it to
+the tools, wrappers and envs that need sandboxes (``runtime=``), and closes it when done::
+
+    async with Runtime(backend="docker", max_size=16) as runtime:
+        tool = PythonCodeTool(runtime=runtime)
+        ...
+
+It lives on the event loop that opened it: calls from that loop go straight to its pool, with
+no thread and no hop. A call from another loop is a bug in the caller (the pool's sandboxes,
+events and streams belong to one loop), and says so. Sync code never opens one of these
+directly: :mod:`gem_sandbox.sync` hosts runtimes for it (the process default among them).
+
+Today a runtime is one :class:`~gem_sandbox.sandbox.pool.SandboxPool` on one backend, opened
+at the first call that needs a sandbox, plus an HTTP session for tools that talk to servers
+(the search tool); the service, e2b and Ray runtimes of later issues keep this interface and
+change what is behind it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import anyio.to_thread
+
+from gem_sandbox.sandbox import config as settings
+from gem_sandbox.sandbox.backends.base import Backend
+from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.sandbox.errors import SandboxError
+from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics, SandboxPool
+from gem_sandbox.sandbox.result import ExecResult
+
+if TYPE_CHECKING:
+    import aiohttp
+
+
+class RuntimeState(str, enum.Enum):
+    NEW = "new"
+    OPENING = "opening"
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class WrongEventLoop(SandboxError, RuntimeError):
+    """A runtime was used from an event loop (or thread) other than the one that opened it."""
+
+
+class Runtime:
+    """``async with Runtime(backend, **options) as runtime:`` sandboxes for tool calls.
+
+    ``backend`` is a backend name (``"auto"``, ``"local"``, ``"docker"``, ``"process"``) or a
+    :class:`~gem_sandbox.sandbox.backends.base.Backend` instance; ``config`` and ``options``
+    (any :class:`PoolConfig`, ``SandboxSpec`` or ``RunLimits`` field) size the pool. Both
+    default to :func:`gem_sandbox.configure`'s settings (or ``GEM_SANDBOX_*`` variables).
+    """
+
+    def __init__(
+        self, backend: str | Backend | None = None, config: PoolConfig | None = None, **options: Any
+    ) -> None:
+        self.config = settings.with_options(config or settings.pool_config(), options)
+        self._backend = backend if isinstance(backend, Backend) else None
+        self._backend_name = None if isinstance(backend, Backend) else backend
+        if self._backend_name not in (None, "auto"):
+            settings.backend_class(self._backend_name)  # a bad name fails here, not at open
+        self.state = RuntimeState.NEW
+        self._pool: SandboxPool | None = None
+        self._pool_lock: anyio.Lock | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._loop: object = None
+        self._http: aiohttp.ClientSession | None = None
+
+    def __repr__(self) -> str:
+        backend = self._pool.backend.name if self._pool else self._backend_name or "auto"
+        return f"<Runtime {backend} {self.state.value}>"
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def __aenter__(self) -> Runtime:
+        if self.state is not RuntimeState.NEW:
+            raise RuntimeError(f"a runtime is opened once; this one is {self.state.value}")
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._loop, self._pool_lock = _current_loop(), anyio.Lock()
+        self.state = RuntimeState.OPEN
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._check_loop()
+        if self.state is not RuntimeState.OPEN:
+            return
+        self.state = RuntimeState.CLOSING
+        try:
+            with anyio.CancelScope(shield=True):
+                if self._http is not None:
+                    await self._http.close()
+                if self._pool is not None:
+                    await self._pool.aclose()
+        finally:
+            assert self._tg is not None
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+            self.state = RuntimeState.CLOSED
+
+    async def pool(self) -> SandboxPool:
+        """The pool, opened on first use: a runtime that only serves HTTP tools never probes a
+        backend or launches a sandbox. Raises :class:`BackendNotAvailable` when the backend
+        cannot run here."""
+        self._check_open()
+        if self._pool is None:
+            assert self._pool_lock is not None
+            async with self._pool_lock:
+                if self._pool is None:
+                    backend = self._backend
+                    if backend is None:  # probing a backend runs programs (bwrap, the Docker API)
+                        backend = await anyio.to_thread.run_sync(settings.make_backend, self._backend_name)
+                    pool = SandboxPool(backend, self.config)
+                    assert self._tg is not None
+                    await self._tg.start(self._hold, pool)
+                    self._pool = pool
+        return self._pool
+
+    @staticmethod
+    async def _hold(pool: SandboxPool, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with pool:
+            task_status.started()
+            await anyio.sleep_forever()
+
+    # -- what tools use ----------------------------------------------------------------
+    @property
+    def backend(self) -> str | None:
+        """The name of the backend the sandboxes run on, once the pool is open."""
+        return self._pool.backend.name if self._pool is not None else None
+
+    async def run(
+        self,
+        code: str,
+        language: str = "python",
+        *,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, bytes | str] | None = None,
+    ) -> ExecResult:
+        """One stateless run on any warm sandbox (GEM's semantics): nothing carries over."""
+        return await (await self.pool()).run(code, language, stdin=stdin, timeout=timeout, env=env, files=files)
+
+    async def acquire(self, timeout: float | None = None) -> Sandbox:
+        """A sandbox for one tenant until :meth:`release` (see :meth:`SandboxPool.acquire`)."""
+        return await (await self.pool()).acquire(timeout)
+
+    async def release(self, sandbox: Sandbox) -> None:
+        """Give a sandbox back; it is reset for the next tenant."""
+        self._check_open()
+        if self._pool is not None:
+            await self._pool.release(sandbox)
+
+    @asynccontextmanager
+    async def lease(self, timeout: float | None = None) -> AsyncIterator[Sandbox]:
+        async with (await self.pool()).lease(timeout) as sandbox:
+            yield sandbox
+
+    async def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the pool's ``min_idle`` sandboxes are warm."""
+        await (await self.pool()).wait_ready(timeout)
+
+    def statistics(self) -> PoolStatistics:
+        """A snapshot of the pool's counters and population (all zero before it opened)."""
+        return self._pool.statistics() if self._pool is not None else PoolStatistics.empty()
+
+    async def http_session(self) -> aiohttp.ClientSession:
+        """The HTTP session that tools talking to servers share; made on first use (it needs
+        the ``aiohttp`` package) and closed with the runtime."""
+        self._check_open()
+        if self._http is None:
+            import aiohttp
+
+            self._http = aiohttp.ClientSession()
+        return self._http
+
+    # -- internals ---------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.state is not RuntimeState.OPEN:
+            raise RuntimeError(f"use the runtime inside 'async with Runtime() as runtime:' (it is {self.state.value})")
+        self._check_loop()
+
+    def _check_loop(self) -> None:
+        if self._loop is not None and _current_loop() is not self._loop:
+            raise WrongEventLoop(
+                f"{self!r} belongs to the event loop that opened it; open a Runtime on this loop "
+                "(async with Runtime() as runtime) and pass that one"
+            )
+
+
+def _current_loop() -> object:
+    """The running event loop (the native object anyio's token wraps)."""
+    return anyio.lowlevel.current_token().native_token
