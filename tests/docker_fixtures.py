@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from gem_sandbox.sandbox.backends.base import SandboxSpec
-from gem_sandbox.sandbox.pool.pool import POOL_LABEL
+from gem_sandbox.sandbox.backends.base import POOL_LABEL, SandboxSpec
 
 if TYPE_CHECKING:
     import docker

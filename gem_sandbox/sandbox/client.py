@@ -36,7 +36,7 @@ from gem_sandbox.sandbox.errors import (
     UnsupportedLanguage,
 )
 from gem_sandbox.sandbox.framing import FrameStream
-from gem_sandbox.sandbox.limits import RunLimits
+from gem_sandbox.sandbox.limits import DEFAULT_GRACE, DEFAULT_RUN_TIMEOUT, RunLimits
 from gem_sandbox.sandbox.result import INFRA_REFUSALS, ExecResult
 
 CONTROL_TIMEOUT = 30.0  # seconds for requests that run no user code (files, stats, restarts)
@@ -98,9 +98,9 @@ class Sandbox:
         box: Box,
         *,
         backend: str,
-        default_timeout: float = 10.0,
+        default_timeout: float = DEFAULT_RUN_TIMEOUT,
         limits: RunLimits = RunLimits(),
-        grace: float = 5.0,
+        grace: float = DEFAULT_GRACE,
         on_death: Callable[[Sandbox], None] | None = None,
     ) -> None:
         self.box = box

@@ -1,1 +1,1 @@
-"""Backends: where a sandbox runs (bubblewrap, Docker, e2b, a remote pool)."""
+"""Backends: where a sandbox runs (bubblewrap, Docker, a plain process)."""

@@ -1,8 +1,9 @@
 """What a backend provides: a running box with the agent started, and a way to kill it.
 
-Backends know how to start an isolated environment (a bubblewrap child, a Docker container,
-an e2b sandbox) and attach to the agent inside it. Everything above the byte stream (the
-protocol, runs, files, resets) is shared and lives in :mod:`gem_sandbox.sandbox.client`.
+Backends know how to start an isolated environment (a bubblewrap child, a Docker container)
+and attach to the agent inside it. Everything above the byte stream (the protocol, runs,
+files, resets) is shared and lives in :mod:`gem_sandbox.sandbox.client` and its framing and
+transfer modules.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from anyio.abc import ByteStream
+
+POOL_LABEL = "gem-sandbox.pool"  # names the pool a sandbox belongs to, where backends label them
 
 MIB = 1024 * 1024
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 import anyio
 from anyio.abc import TaskGroup
 
-from gem_sandbox.sandbox.backends.base import Backend
+from gem_sandbox.sandbox.backends.base import POOL_LABEL, Backend
 from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import AcquireTimeout, PoolClosed, SandboxError, SandboxUnavailable
 from gem_sandbox.sandbox.pool.config import PoolConfig
@@ -44,7 +44,6 @@ from gem_sandbox.sandbox.result import ExecResult
 log = logging.getLogger(__name__)
 _pool_numbers = itertools.count(1)
 
-POOL_LABEL = "gem-sandbox.pool"  # names a sandbox's pool, for the backends that label them
 LAUNCH_TIMEOUT = 30.0  # seconds a launched agent has to say hello
 PROBE_TIMEOUT = 5.0  # seconds an idle agent has to answer a health ping
 

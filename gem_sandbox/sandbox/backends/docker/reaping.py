@@ -16,9 +16,8 @@ from pathlib import Path
 
 import docker
 
-from gem_sandbox.sandbox.backends.base import SandboxSpec
+from gem_sandbox.sandbox.backends.base import POOL_LABEL, SandboxSpec
 
-POOL_LABEL = "gem-sandbox.pool"
 OWNER_LABEL = "gem-sandbox.owner"
 CREATED_LABEL = "gem-sandbox.created"
 
