@@ -12,6 +12,11 @@ class SandboxError(Exception):
     """Base of every gem-sandbox error."""
 
 
+class ConfigError(SandboxError, ValueError):
+    """A setting has the wrong type or range, or names no setting; the message lists the valid
+    names or range."""
+
+
 class SandboxUnavailable(SandboxError):
     """No sandbox could be started or leased (backend missing, daemon down, pool closed)."""
 
