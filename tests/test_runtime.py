@@ -3,11 +3,7 @@ process default behind the sync bridge."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 import threading
-import time
 
 import anyio
 import anyio.from_thread
@@ -93,43 +89,3 @@ async def test_a_runtime_used_from_another_event_loop_says_so(local: LocalBacken
 
         with pytest.raises(WrongEventLoop, match="belongs to the event loop that opened it"):
             await anyio.to_thread.run_sync(anyio.run, elsewhere)
-
-
-EXITS = {
-    "normal": ("", 0),
-    "exception": ("raise ValueError('the trainer crashed')", 1),
-    "system_exit": ("raise SystemExit(3)", 3),
-}
-
-
-@pytest.mark.docker
-@pytest.mark.parametrize("ending", EXITS)
-def test_a_process_on_the_default_runtime_exits_promptly_and_leaves_no_container(ending: str):
-    from gem_sandbox.sandbox.backends.docker import OWNER_LABEL, DockerBackend
-
-    if DockerBackend.check():
-        pytest.skip(DockerBackend.check())
-    code, status = EXITS[ending]
-    script = textwrap.dedent(
-        f"""
-        import gem_sandbox
-        from gem_sandbox.sandbox.backends.docker import owner_id
-        from gem_sandbox.tools.python import PythonCodeTool
-        gem_sandbox.configure(backend="docker", min_idle=2, max_size=2)
-        assert PythonCodeTool().execute_action("<python>print(1)</python>")[2].endswith("1\\n\\n")
-        print(owner_id(), flush=True)
-        {code}
-        """
-    )
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert time.monotonic() - started < 20, "the process hung at exit"
-    assert done.returncode == status, done.stderr
-    import docker
-
-    client = docker.from_env()
-    try:
-        left = client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={done.stdout.strip()}"})
-    finally:
-        client.close()
-    assert left == []

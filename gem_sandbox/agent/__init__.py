@@ -25,13 +25,17 @@ def command(python="python3", **options):
     """The argv that starts the agent, run with cwd :data:`START_DIR`.
 
     Each keyword is a command-line option of the agent (``uid_base=200000`` becomes
-    ``--uid-base 200000``; a list repeats the option; ``None`` leaves it out). See
+    ``--uid-base 200000``; a list repeats the option; ``True`` is a bare flag; ``None`` and
+    ``False`` leave it out). See
     ``python3 -m gem_agent --help`` for the options. ``-s -E`` keep the image's user site and
     ``PYTHON*`` variables from changing what the agent imports.
     """
     argv = [python, "-s", "-E", "-m", "gem_agent"]
     for name, value in sorted(options.items()):
         flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            argv += [flag] if value else []
+            continue
         values = value if isinstance(value, (list, tuple)) else [value]
         for item in values:
             if item is not None:

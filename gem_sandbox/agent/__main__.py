@@ -3,6 +3,7 @@
 import asyncio
 import logging
 import os
+import signal
 import sys
 
 from .config import parse_args
@@ -19,7 +20,11 @@ def main(argv=None):
         level=config.log_level.upper(),
         format="gem-agent %(levelname)s %(message)s",
     )
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    finally:
+        if config.stop_init:
+            os.kill(1, signal.SIGTERM)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,9 @@ def container_kwargs(opts: DockerOptions, spec: SandboxSpec) -> dict[str, Any]:
     )
     return dict(
         command=["sleep", "infinity"],
+        # The agent (--stop-init) stops the container when its host's stream closes, and the
+        # daemon then removes it: a host killed outright leaves nothing behind.
+        auto_remove=True,
         name=f"gem-sandbox-{secrets.token_hex(6)}",
         working_dir="/work",
         environment={"HOME": "/work", **{var: threads for var in THREAD_VARS}},
@@ -94,6 +97,7 @@ def agent_argv(spec: SandboxSpec, uid_base: int, uid_count: int) -> list[str]:
         threads=spec.threads,
         scratch=agent.SCRATCH_DIRS,
         oom_counter="auto",
+        stop_init=True,
     )
 
 

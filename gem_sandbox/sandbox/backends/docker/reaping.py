@@ -40,9 +40,11 @@ def orphans(api: docker.APIClient, pool_label: str | None) -> list[str]:
     return [c["Id"] for c in found if _owner_is_dead(c["Labels"][OWNER_LABEL])]
 
 
-def owner_id() -> str:
-    """``hostname:pid:start time``; the start time tells a dead owner from a reused pid."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+def owner_id(pid: int | None = None) -> str:
+    """``hostname:pid:start time`` of this process (or ``pid``); the start time tells a dead
+    owner from a reused pid."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
 
 
 def _owner_is_dead(owner: str) -> bool:
