@@ -311,7 +311,14 @@ class SyncVectorEnv(VectorEnv):
 
 
 class AsyncVectorEnv(VectorEnv):
-    """Steps envs concurrently on one event loop: no thread per env."""
+    """Steps envs concurrently on one event loop: no thread per env. ``async with`` closes
+    every env at the end of the block."""
+
+    async def __aenter__(self) -> AsyncVectorEnv:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def areset(
         self,

@@ -1,1 +1,44 @@
-"""Sandboxes: the API, the pool, and the backends that run them."""
+"""Sandboxes: the client of one leased sandbox, the pool, their settings and errors.
+
+Most code reaches sandboxes through :class:`gem_sandbox.Runtime`; these are the parts it is
+made of, for code that drives a pool directly or inspects results.
+"""
+
+from gem_sandbox.sandbox.backends.base import Backend, SandboxSpec
+from gem_sandbox.sandbox.client import Sandbox, SandboxState
+from gem_sandbox.sandbox.errors import (
+    AcquireTimeout,
+    BackendNotAvailable,
+    ConfigError,
+    FileTransferError,
+    PoolClosed,
+    SandboxCrashed,
+    SandboxError,
+    SandboxUnavailable,
+    UnsafePath,
+)
+from gem_sandbox.sandbox.limits import RunLimits
+from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics, SandboxPool
+from gem_sandbox.sandbox.result import ExecResult, Status
+
+__all__ = [
+    "AcquireTimeout",
+    "Backend",
+    "BackendNotAvailable",
+    "ConfigError",
+    "ExecResult",
+    "FileTransferError",
+    "PoolClosed",
+    "PoolConfig",
+    "PoolStatistics",
+    "RunLimits",
+    "Sandbox",
+    "SandboxCrashed",
+    "SandboxError",
+    "SandboxPool",
+    "SandboxSpec",
+    "SandboxState",
+    "SandboxUnavailable",
+    "Status",
+    "UnsafePath",
+]
