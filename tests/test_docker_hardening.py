@@ -271,7 +271,7 @@ async def test_a_memory_bomb_is_killed_and_the_sandbox_recovers(
     assert int(limit) == spec.memory_mb * MIB
     bomb = "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 1024 * 1024))\n"
     # The per-run address-space cap is lifted so that the container's cgroup is what stops it.
-    result = await sandbox.run(bomb, timeout=30, limits=RunLimits(memory_mb=0))
+    result = await sandbox.run(bomb, timeout=30, limits=RunLimits(run_memory_mb=0))
     assert (result.status, result.signal) == (Status.OOM, 9), result
     assert await output(sandbox, "print('alive')") == "alive"  # user code is killed first
 

@@ -80,7 +80,7 @@ async def test_python_fork_bomb_is_contained(sandbox: Sandbox):
 
 async def test_memory_bomb_is_contained_and_the_next_run_is_clean(sandbox: Sandbox):
     code = "x = []\nwhile True:\n    x.append(bytearray(10 ** 7))"
-    result = await sandbox.run(code, limits=RunLimits(memory_mb=256))
+    result = await sandbox.run(code, limits=RunLimits(run_memory_mb=256))
     assert (result.status, result.exit_code) == (Status.ERROR, 1)  # MemoryError under RLIMIT_AS
     assert (await sandbox.run("print(sum(range(10)))")).stdout == "45\n"
 

@@ -172,7 +172,7 @@ async def test_timed_out_bash_returns_partial_output(sandbox: Sandbox):
 async def test_a_memory_error_under_the_cap_is_the_programs_own_error(sandbox: Sandbox):
     # An allocation refused under RLIMIT_AS is handled (or not) by the program: its exit
     # status is the verdict, as for any other exception. Only the kernel's OOM kill is oom.
-    result = await sandbox.run("x = bytearray(1 << 30)", limits=RunLimits(memory_mb=256))
+    result = await sandbox.run("x = bytearray(1 << 30)", limits=RunLimits(run_memory_mb=256))
     assert (result.status, result.exit_code) == (Status.ERROR, 1)
     assert "MemoryError" in result.stderr
 
@@ -181,7 +181,7 @@ async def test_cpp_bad_alloc_under_the_cap_ends_by_its_own_abort(sandbox: Sandbo
     if "cpp" not in sandbox.hello["languages"]:
         pytest.skip("no g++ in this sandbox")
     code = "#include <vector>\nint main() { std::vector<char> v(1L << 34); return v[0]; }"
-    result = await sandbox.run(code, "cpp", timeout=30, limits=RunLimits(memory_mb=512))
+    result = await sandbox.run(code, "cpp", timeout=30, limits=RunLimits(run_memory_mb=512))
     assert (result.status, result.signal) == (Status.KILLED, signal.SIGABRT)
     assert "bad_alloc" in result.stderr
 
@@ -228,7 +228,7 @@ async def test_rlimits_follow_the_run_limits(sandbox: Sandbox):
         "kinds = (r.RLIMIT_AS, r.RLIMIT_NOFILE, r.RLIMIT_FSIZE, r.RLIMIT_CORE)\n"
         "print([r.getrlimit(kind)[0] for kind in kinds])"
     )
-    limits = RunLimits(memory_mb=300, nofile=50, file_size_mb=2)
+    limits = RunLimits(run_memory_mb=300, nofile=50, file_size_mb=2)
     result = await sandbox.run(code, limits=limits)
     assert result.stdout == f"[{300 << 20}, 50, {2 << 20}, 0]\n"
 

@@ -64,7 +64,7 @@ SECRET_VAR = "GEM_SECURITY_HOST_SECRET"
 SECRET = "hunter2-" + os.urandom(6).hex()
 PIDS = 128
 SPEC = SandboxSpec(memory_mb=256, pids=PIDS, workdir_mb=64, tmp_mb=32)
-LIMITS = RunLimits(memory_mb=256, max_output_bytes=64 * 1024)
+LIMITS = RunLimits(run_memory_mb=256, max_output_bytes=64 * 1024)
 NEIGHBOUR = "print('benign', 6 * 7)"
 NEIGHBOUR_OUT = "benign 42\n"
 HANG_SLACK = 10.0  # seconds past a case's own timeout after which a call counts as a hang

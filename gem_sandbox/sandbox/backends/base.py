@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import abc
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from anyio.abc import ByteStream
+
+from gem_sandbox.sandbox.settings import check, setting
 
 POOL_LABEL = "gem-sandbox.pool"  # names the pool a sandbox belongs to, where backends label them
 
@@ -25,13 +27,29 @@ class SandboxSpec:
     """Resource limits and identity for one sandbox. Backends map each field to their own
     mechanism (cgroups for Docker, rlimits and tmpfs sizes for bubblewrap)."""
 
-    memory_mb: int = 1024  # whole-sandbox memory (Docker: mem_limit == memswap_limit)
-    cpus: float = 1.0  # CPU quota (Docker: nano_cpus); thread-count variables follow it
-    pids: int = 256  # processes in the sandbox (Docker: pids_limit; local: RLIMIT_NPROC)
-    workdir_mb: int = 256  # size of the work dir tmpfs
-    tmp_mb: int = 64  # size of /tmp tmpfs
-    labels: dict[str, str] = field(default_factory=dict)  # backend metadata for reaping
-    image: str | None = None  # backend-specific image/template name; None = backend default
+    memory_mb: int = setting(
+        1024,
+        kind=int,
+        at_least=64,
+        doc="whole-sandbox memory, in MiB (Docker: mem_limit and memswap_limit; local: each run's RLIMIT_AS ceiling)",
+    )
+    cpus: float = setting(
+        1.0, kind=float, at_least=0.01, doc="CPU quota (Docker: nano_cpus); OMP_NUM_THREADS and the like follow it"
+    )
+    pids: int = setting(
+        256, kind=int, at_least=8, doc="processes in the sandbox (Docker: pids_limit; local: RLIMIT_NPROC)"
+    )
+    workdir_mb: int = setting(256, kind=int, at_least=1, doc="size of the work dir tmpfs, in MiB")
+    tmp_mb: int = setting(64, kind=int, at_least=1, doc="size of the /tmp tmpfs, in MiB")
+    labels: dict[str, str] = setting(
+        kind=dict, factory=dict, doc="labels the backend puts on the sandbox; the pool adds its own, for reaping"
+    )
+    image: str | None = setting(
+        None, kind=str, doc="backend-specific image or template name; None = the backend default"
+    )
+
+    def __post_init__(self) -> None:
+        check(self)
 
     @property
     def threads(self) -> int:

@@ -138,7 +138,7 @@ class SandboxPool:
     async def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until ``min_idle`` sandboxes are warm."""
         with anyio.fail_after(timeout):
-            while len(self._idle) < (self.config.min_idle or 0):
+            while len(self._idle) < self.config.idle_target:
                 self._check_open()
                 await anyio.sleep(0.01)
 
@@ -317,7 +317,7 @@ class SandboxPool:
         if not self.open:
             return 0
         cfg = self.config
-        demand = len(self._leased) + self._recycling + len(self._waiters) + (cfg.min_idle or 0)
+        demand = len(self._leased) + self._recycling + len(self._waiters) + cfg.idle_target
         return max(0, min(cfg.max_size, demand) - len(self._all) - self._starting)
 
     def _check_health(self) -> None:
