@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gem_sandbox.core import Env, EnvWrapper
+from gem_sandbox.core import Env, EnvWrapper, InvalidAction, ResetNeeded
 from gem_sandbox.registry import EnvSpec, make, make_vec, print_envs, register
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox import config as _settings
@@ -22,6 +22,8 @@ __all__ = [
     "Env",
     "EnvSpec",
     "EnvWrapper",
+    "InvalidAction",
+    "ResetNeeded",
     "Runtime",
     "SyncRuntime",
     "configure",

@@ -11,14 +11,21 @@ A subclass implements whichever face is natural and gets the other for free. Asy
 envs (tool use, code scoring) are driven from sync callers through :mod:`gem_sandbox.sync`;
 sync-native envs are called inline from async callers when their steps are cheap
 (``blocking = False``, the pure-Python games), or through a worker thread when they block.
+
+Every env guards its lifecycle (Gymnasium's order enforcing, built in and extended): a step
+before the first reset or after the episode ended raises :class:`ResetNeeded`, one whose action
+is not a string raises :class:`InvalidAction`, before the env is touched.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import random
-from typing import Any, Generic, SupportsFloat, TypeVar
+import reprlib
+from collections.abc import Callable
+from typing import Any, ClassVar, Generic, SupportsFloat, TypeVar
 
 import anyio.to_thread
 
@@ -29,6 +36,81 @@ ActType = TypeVar("ActType")
 
 ResetReturn = tuple[Any, dict[str, Any]]
 StepReturn = tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]
+
+
+class ResetNeeded(RuntimeError):
+    """``step`` with no episode running: before the first ``reset`` or after the episode ended
+    (Gymnasium's name). Playing on would replay a finished board and pay its rewards again."""
+
+
+class InvalidAction(TypeError):
+    """An action that is not a string. Actions are the model's text; anything else (token ids,
+    a ``None`` from a failed generation) is a bug in the caller, not a move to score."""
+
+
+def _ended(result: Any) -> bool:
+    """Whether a step's return ends the episode; False for a malformed one, which whoever
+    called ``step`` reports (vector envs isolate it with its shape in the error)."""
+    try:
+        return bool(result[2] or result[3])
+    except (TypeError, IndexError, KeyError):
+        return False
+
+
+# The guards wrapped around the reset/step methods each subclass defines (see
+# ``Env.__init_subclass__``). Every write is idempotent (a step stores the turn it read at
+# entry + 1), so a subclass's step that calls ``super().step()``, two guards nested, still
+# counts one turn.
+def _guard_reset(fn: Callable[..., ResetReturn]) -> Callable[..., ResetReturn]:
+    @functools.wraps(fn)
+    def reset(self: Env, *args: Any, **kwargs: Any) -> ResetReturn:
+        self._turn, self._done = 0, False
+        try:
+            return fn(self, *args, **kwargs)
+        except BaseException:  # even after a nested reset succeeded: no episode to step
+            self._turn = None
+            raise
+
+    return reset
+
+
+def _guard_areset(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def areset(self: Env, *args: Any, **kwargs: Any) -> ResetReturn:
+        self._turn, self._done = 0, False
+        try:
+            return await fn(self, *args, **kwargs)
+        except BaseException:
+            self._turn = None
+            raise
+
+    return areset
+
+
+def _guard_step(fn: Callable[..., StepReturn]) -> Callable[..., StepReturn]:
+    @functools.wraps(fn)
+    def step(self: Env, action: Any) -> StepReturn:
+        turn = self._turn
+        if turn is None or self._done or not isinstance(action, str):
+            turn = self.check_step(action)  # raises; the fast path is the three checks above
+        result = fn(self, action)
+        self._turn, self._done = turn + 1, _ended(result)
+        return result
+
+    return step
+
+
+def _guard_astep(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def astep(self: Env, action: Any) -> StepReturn:
+        turn = self._turn
+        if turn is None or self._done or not isinstance(action, str):
+            turn = self.check_step(action)
+        result = await fn(self, action)
+        self._turn, self._done = turn + 1, _ended(result)
+        return result
+
+    return astep
 
 
 def _overrides(obj: object, name: str) -> bool:
@@ -51,7 +133,23 @@ class Env(Generic[ObsType, ActType]):
     Randomness comes from ``self.rng`` (a :class:`random.Random` owned by the instance),
     never from the global ``random`` module, so that envs in one process are independent and
     ``reset(seed=s)`` reproduces an episode exactly.
+
+    The ``reset``/``areset``/``step``/``astep`` a subclass defines are wrapped when the class
+    is created, so that every env, however built, raises :class:`ResetNeeded` or
+    :class:`InvalidAction` instead of stepping when it should not. The lifecycle is part of
+    the env's state (``get_state`` carries it).
     """
+
+    #: The guard each of these methods gets where a subclass defines it.
+    _guards: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "reset": _guard_reset,
+        "areset": _guard_areset,
+        "step": _guard_step,
+        "astep": _guard_astep,
+    }
+    # Class defaults, so that an env whose ``__init__`` skips this one's starts with no episode.
+    _turn: int | None = None  # steps taken this episode; None until a reset succeeds
+    _done: bool = False  # the last step ended the episode
 
     #: True when a sync ``step`` may block (I/O, subprocesses); the async face then runs it
     #: in a worker thread. Pure-Python envs whose steps take microseconds set it False.
@@ -59,6 +157,15 @@ class Env(Generic[ObsType, ActType]):
 
     env_id: str | None = None
     entry_point: Any = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Subclasses implement the public methods themselves (GEM's and Gymnasium's way, and
+        # how this class tells which face is native), so the guard goes around each of them.
+        super().__init_subclass__(**kwargs)
+        for name, guard in cls._guards.items():
+            fn = cls.__dict__.get(name)
+            if inspect.isfunction(fn):
+                setattr(cls, name, guard(fn))
 
     def __init__(self, seed: int | None = None) -> None:
         self.rng = random.Random(seed)
@@ -109,6 +216,22 @@ class Env(Generic[ObsType, ActType]):
         return self.blocking or _overrides(self, "astep") or _overrides(self, "areset")
 
     # -- helpers -----------------------------------------------------------------------
+    def check_step(self, action: object) -> int:
+        """The number of turns played so far; raises :class:`ResetNeeded` unless an episode
+        is running and :class:`InvalidAction` unless ``action`` is text. The guard of every
+        ``step`` raises through it; a wrapper calls it before answering a step itself."""
+        turn = self._turn
+        if turn is None:
+            raise ResetNeeded(f"{type(self).__name__} has no episode running: call reset() first")
+        if self._done:
+            raise ResetNeeded(f"{type(self).__name__}'s episode ended at turn {turn}; call reset() to start a new one")
+        if not isinstance(action, str):
+            raise InvalidAction(
+                f"actions are strings (the model's text); {type(self).__name__} got "
+                f"{type(action).__name__} {reprlib.repr(action)}"
+            )
+        return turn
+
     def seed_rng(self, seed: int | None) -> None:
         """Reseed this env's generator; ``reset`` implementations call it with their seed."""
         if seed is not None:
@@ -161,8 +284,15 @@ class EnvWrapper(Env[ObsType, ActType]):
     Unknown attributes are looked up on the inner env at access time (not copied once), so a
     wrapper always sees the inner env's current state. A wrapper that changes steps overrides
     both ``step`` and ``astep`` (usually as two lines around one shared helper), so that the
-    async path never detours through a thread.
+    async path never detours through a thread; one that owns resources overrides both
+    ``close`` and ``aclose``, releases them and forwards to the inner env.
+
+    The lifecycle is the inner env's, which guards every step forwarded to it: wrappers are
+    not guarded themselves, so stacking them costs and counts nothing more. A wrapper that
+    answers a step without forwarding it (a tool call) calls :meth:`check_step` first.
     """
+
+    _guards = {}  # the inner env guards (see above)
 
     def __init__(self, env: Env) -> None:
         self.env = env
@@ -201,6 +331,9 @@ class EnvWrapper(Env[ObsType, ActType]):
 
     async def aclose(self) -> None:
         await self.env.aclose()
+
+    def check_step(self, action: object) -> int:
+        return self.env.check_step(action)
 
     def sample_random_action(self) -> ActType:
         return self.env.sample_random_action()

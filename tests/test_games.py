@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gem_sandbox.core import Env
+from gem_sandbox.core import Env, InvalidAction, ResetNeeded
 from gem_sandbox.registry import make, matching_ids, spec
 from gem_sandbox_envs.games import register_all
 from gem_sandbox_envs.games.base import GameReward
@@ -136,6 +136,15 @@ def test_random_play_ends_within_max_turns(env_id: str) -> None:
 
 
 @pytest.mark.parametrize("env_id", GAME_IDS)
+def test_a_step_after_the_game_ended_is_refused(env_id: str) -> None:
+    env = make(env_id)
+    turns = len(random_transcript(env, seed=0)) - 1
+    with pytest.raises(ResetNeeded, match=f"episode ended at turn {turns}; call reset"):
+        env.step(env.sample_random_action())
+    assert env.turn_count == turns  # no turn was played past the end
+
+
+@pytest.mark.parametrize("env_id", GAME_IDS)
 @pytest.mark.parametrize("action", ["I give up.", r"\boxed{???}", r"\boxed{}"])
 def test_malformed_action_ends_the_episode_with_format_penalty(env_id: str, action: str) -> None:
     env = make(env_id)
@@ -143,6 +152,21 @@ def test_malformed_action_ends_the_episode_with_format_penalty(env_id: str, acti
     obs, reward, terminated, truncated, _ = env.step(action)
     assert (reward, terminated, truncated) == (GameReward.FORMAT_ERROR, True, False)
     assert "did not provide a valid move" in obs
+    with pytest.raises(ResetNeeded, match="ended at turn 1"):  # penalized once, not again
+        env.step(action)
+
+
+@pytest.mark.parametrize("env_id", GAME_IDS)
+@pytest.mark.parametrize("action", [7, None, [r"\boxed{1}"]])
+def test_a_non_string_action_is_an_error_not_a_format_penalty(env_id: str, action: Any) -> None:
+    """Not a format error, which would score the model: a non-string is the caller's bug, so
+    it raises, and the turn is not spent."""
+    env = make(env_id)
+    env.reset(seed=0)
+    with pytest.raises(InvalidAction, match=f"actions are strings.*got {type(action).__name__}"):
+        env.step(action)
+    assert env.turn_count == 0
+    assert env.step("I give up.")[1] == GameReward.FORMAT_ERROR  # a string is still scored
 
 
 @pytest.mark.parametrize("env_id", GAME_IDS)

@@ -11,6 +11,7 @@ from gem_sandbox_envs.math.arithmetic import KINDS, TERMINAL_STATE, ArithmeticEn
 from gem_sandbox_envs.math.grading import answers_match
 
 import gem_sandbox as gem
+from gem_sandbox.core import ResetNeeded
 from gem_sandbox.demo import PROGRAMS, play, python_tool_user
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sync import close_default_runtime
@@ -92,6 +93,11 @@ async def test_a_tool_using_episode_computes_then_answers(runtime: Runtime):
     final_obs, reward, terminated, truncated, _ = await env.astep(policy.send(tool_obs))
     assert info["use_tool"] and tool_obs.startswith("Code execution result: ")
     assert tool_reward == pytest.approx(0.30) and reward == 1.0 and terminated and truncated
+    leases = runtime.statistics().leases
+    with pytest.raises(ResetNeeded, match="ArithmeticEnv's episode ended at turn 1"):
+        await env.astep("<python>print(1)</python>")  # a tool call past the end: not run, not paid
+    assert runtime.statistics().leases == leases
+    await env.aclose()
 
 
 def test_the_demo_plays_a_tool_episode_on_the_process_default_runtime(capsys):

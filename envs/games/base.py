@@ -78,8 +78,11 @@ class TextGame(Env[str, str], Generic[Move], metaclass=ABCMeta):
     Every step costs a turn. An action without a parseable move ends the episode with
     :attr:`GameReward.FORMAT_ERROR`; a move that wins or loses ends it (terminated, not
     truncated); otherwise the episode is cut at ``max_turns`` (terminated *and* truncated, as
-    GEM reports it) with :meth:`timeout_reward`. Subclasses implement the game itself:
-    :meth:`new_game`, :meth:`parse_move`, :meth:`play` and the texts.
+    GEM reports it) with :meth:`timeout_reward`. Once it ends, a step raises
+    :class:`~gem_sandbox.core.ResetNeeded` until the next reset; an action that is not a
+    string raises :class:`~gem_sandbox.core.InvalidAction` (an unparseable string is a format
+    error, scored). Subclasses implement the game itself: :meth:`new_game`,
+    :meth:`parse_move`, :meth:`play` and the texts.
     """
 
     blocking = False
@@ -122,8 +125,7 @@ class TextGame(Env[str, str], Generic[Move], metaclass=ABCMeta):
 
     def _parse(self, action: str) -> Move | None:
         """The last boxed answer that is a move, like GEM's last regex match."""
-        answers = boxed_answers(action) if isinstance(action, str) else []
-        for answer in reversed(answers):
+        for answer in reversed(boxed_answers(action)):
             move = self.parse_move(answer.strip())
             if move is not None:
                 return move

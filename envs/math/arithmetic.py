@@ -3,7 +3,8 @@
 Each episode draws one problem from ``self.rng`` (so ``reset(seed=s)`` repeats it): a product
 of large numbers, a modular power, a sum over a range, a prime count or a digit sum. The env is
 single-turn, as GEM's math envs are: the first action is the answer, read from its last
-``\\boxed{}``; reward 1.0 when it equals the exact answer, else 0.
+``\\boxed{}``; reward 1.0 when it equals the exact answer, else 0. A second step raises
+:class:`~gem_sandbox.core.ResetNeeded`.
 """
 
 from __future__ import annotations

@@ -61,7 +61,8 @@ class Tool(abc.ABC):
         }
 
     async def aclose(self) -> None:
-        """Release what the tool opened itself (files, indexes); runtimes close on their own."""
+        """Release what the tool opened itself (files, indexes); runtimes close on their own.
+        Safe to call twice: the wrapper that owns a tool may close it again."""
 
     # GEM's tuple API: (is_valid, has_error, observation, parsed_action)
     async def aexecute_action(self, action: str) -> tuple[bool, bool, str, str]:

@@ -1,10 +1,11 @@
 """GEM's wrapper-factory names: ``get_wrapper_fns("python_tool,concat_chat", tokenizer)``.
 
 Order matters when composing: a tool wrapper first, then an observation wrapper, then
-``episode_tracking`` outermost. As in GEM, each call builds a name's tools once and shares them
-with every env it wraps; the tools keep no per-episode state, so sharing them is safe. Their
-sandboxes (and the search tool's HTTP session) come from ``runtime``: the caller's
-:class:`~gem_sandbox.runtime.Runtime`, or, for sync callers, the process default.
+``episode_tracking`` outermost. Unlike GEM, which shares one tool between every env a call
+wraps, a tool wrapper builds its own tools for each env: the wrapper owns and closes them, so
+closing one env cannot close a tool another still uses. Their sandboxes (and the search tool's
+HTTP session) come from ``runtime``: the caller's :class:`~gem_sandbox.runtime.Runtime`, or,
+for sync callers, the process default, and close with it.
 """
 
 from __future__ import annotations
@@ -31,16 +32,20 @@ AnyRuntime = Runtime | SyncRuntime | None
 def _tool_wrapper(
     make_tool: Callable[[AnyRuntime], Tool], tool_reward: float, tool_success_reward: float
 ) -> Callable[..., WrapperFn]:
-    """A factory entry for a tool wrapper: built per call, with the caller's runtime."""
+    """A factory entry for a tool wrapper on the caller's runtime; each env it wraps gets a
+    tool of its own, owned by its wrapper."""
 
     def build(runtime: AnyRuntime = None) -> WrapperFn:
-        return partial(
-            ToolEnvWrapper,
-            tools=[make_tool(runtime)],
-            tool_reward=tool_reward,
-            tool_success_reward=tool_success_reward,
-            max_tool_uses=5,
-        )
+        def wrap(env: Env) -> Env:
+            return ToolEnvWrapper(
+                env,
+                tools=[make_tool(runtime)],
+                tool_reward=tool_reward,
+                tool_success_reward=tool_success_reward,
+                max_tool_uses=5,
+            )
+
+        return wrap
 
     return build
 

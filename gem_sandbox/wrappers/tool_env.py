@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,12 +31,16 @@ class ToolEnvWrapper(EnvWrapper):
     GEM, ``use_tool`` is True only for steps that a tool answered, so chat templates give those
     the tool role.
 
-    Per-episode sandbox state belongs here, not to the (shared) tools: the wrapper's
+    Per-episode sandbox state belongs here, not to the tools: the wrapper's
     :class:`~gem_sandbox.tools.episode.Episode` goes with every call, its sandbox is leased on
     the first stateful call and released when the episode ends, on reset and on close. Where
     the sandboxes come from is each tool's ``runtime``. In a vector env stepped in lockstep
     every stateful episode holds a sandbox, so give such runtimes ``max_size`` >= the number
     of envs.
+
+    The wrapper owns the tools it is given: closing it closes them (a spawned copy shares
+    them, so closing either does). Like the env, it refuses a step before ``reset``, after the
+    episode ended or with an action that is not a string, before it runs or pays a tool call.
     """
 
     def __init__(
@@ -89,6 +94,7 @@ class ToolEnvWrapper(EnvWrapper):
         return f"{obs}\n{self.instruction_string()}", info
 
     async def astep(self, action: Any) -> StepReturn:
+        self.check_step(action)  # a tool call never reaches the env's own guard
         call = find_call(action, self.tools) if self.tool_use_counter < self.max_tool_uses else None
         if call is None:
             obs, reward, terminated, truncated, info = await self.env.astep(action)
@@ -119,8 +125,13 @@ class ToolEnvWrapper(EnvWrapper):
         return await tool.aexecute(call, self.episode), tool.tool_type
 
     async def aclose(self) -> None:
-        await self.episode.release()
-        await self.env.aclose()
+        """Release the episode's sandboxes, then close the tools and the env, each even when
+        an earlier one fails. Closing twice is safe, as each of those closes is."""
+        async with contextlib.AsyncExitStack() as stack:  # runs its callbacks last pushed first
+            stack.push_async_callback(self.env.aclose)
+            for tool in reversed(self.tools):
+                stack.push_async_callback(tool.aclose)
+            stack.push_async_callback(self.episode.release)
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
         return run_sync(self.areset, seed, **kwargs)
