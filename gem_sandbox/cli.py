@@ -1,10 +1,40 @@
-"""The ``gem-sandbox`` command: envs, demo, images, doctor, bench."""
+"""The ``gem-sandbox`` command: envs, demo, images, doctor, search, bench.
+
+Every error a user can cause is answered with one line on stderr, ``gem-sandbox: error: <what
+is wrong>; <how to fix it>``, by :func:`explain`, the one table of them; ``--verbose`` adds the
+traceback. Exit status: 0 done, 1 failed, 2 bad command line (argparse's code; also a bare
+``gem-sandbox``, which prints the help: no command ran, so scripts must not see success), 130
+interrupted. Anything :func:`explain` does not know is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
+import logging
+import os
 import sys
+import traceback
 from collections.abc import Sequence
+from typing import NoReturn
+
+from gem_sandbox import __version__
+from gem_sandbox.sandbox.errors import BackendNotAvailable, SandboxError
+
+PROG = "gem-sandbox"
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# Top-level module of an optional dependency -> the extra that installs it (pyproject.toml).
+EXTRAS = {"docker": "docker", "tenacity": "docker", "aiohttp": "service"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line too (argparse would print the usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{PROG}: error: {message}; see `{self.prog} --help`\n")
 
 
 def _envs(args: argparse.Namespace) -> int:
@@ -29,14 +59,15 @@ def _images(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from gem_sandbox.doctor import checks
+    from gem_sandbox import doctor
 
-    for check in checks():
+    results = doctor.checks()
+    for check in results:
         mark = "ok " if check.ok else "!! "
         print(f"{mark} {check.name:<16} {check.detail}")
         if not check.ok and check.fix:
             print(f"    {'':<16} fix: {check.fix}")
-    return 0
+    return 0 if doctor.ready(results) else EXIT_FAILURE
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -45,27 +76,49 @@ def _bench(args: argparse.Namespace) -> int:
     return bench(args.only)
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return int(text)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gem-sandbox", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(
+        prog=PROG,
+        description="GEM-compatible environments whose tools run in real, pooled sandboxes.",
+        epilog="`gem-sandbox doctor` says what this machine can run and how to fix the rest.",
+    )
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="show the traceback of an error")
+    p.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default="WARNING",
+        metavar="LEVEL",
+        help=f"log messages from this level on to stderr: {', '.join(LOG_LEVELS)} (default: WARNING)",
+    )
+    p.set_defaults(func=None, help_parser=p)  # no command: show the help
+    sub = p.add_subparsers(title="commands", metavar="COMMAND")
 
     envs = sub.add_parser("envs", help="list registered environments")
     envs.add_argument("pattern", nargs="?", help="glob or substring, e.g. 'game:*' or Wordle")
     envs.set_defaults(func=_envs)
 
     demo = sub.add_parser("demo", help="play a few episodes with scripted policies and show the transcript")
-    demo.add_argument("--episodes", type=int, default=1, help="episodes per env")
-    demo.add_argument("--backend", default=None, help="sandbox backend (default: configured or auto)")
+    demo.add_argument("--episodes", type=_positive_int, default=1, help="episodes per env")
+    demo.add_argument("--backend", default=None, help="sandbox backend: auto, docker, local or process (default: configured or auto)")
     demo.set_defaults(func=_demo)
 
     images = sub.add_parser("images", help="sandbox images")
-    images_sub = images.add_subparsers(dest="images_command", required=True)
+    images.set_defaults(help_parser=images)
+    images_sub = images.add_subparsers(title="commands", metavar="COMMAND")
     build = images_sub.add_parser("build", help="build the sandbox image (skipped when up to date)")
     build.add_argument("--offline", action="store_true", help="debootstrap from the Debian mirror, no registry")
     build.add_argument("--force", action="store_true", help="rebuild even when the tag exists")
     build.set_defaults(func=_images)
 
-    doctor = sub.add_parser("doctor", help="check Python, Docker, the sandbox image and bubblewrap")
+    doctor = sub.add_parser("doctor", help="check Docker, the image, bubblewrap, aiohttp and the settings; name the backend auto picks")
     doctor.set_defaults(func=_doctor)
 
     from gem_sandbox.search.cli import add_search_commands
@@ -78,15 +131,70 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def explain(exc: BaseException) -> str | None:
+    """``<what is wrong>; <how to fix it>`` for an error a user causes, else ``None`` (a bug)."""
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return explain(exc.exceptions[0])  # a task group's wrapping of one failure
+    docker_errors = sys.modules.get("docker.errors")  # raised only once docker was imported
+    if isinstance(exc, ModuleNotFoundError):
+        package = (exc.name or "").partition(".")[0]
+        if package not in EXTRAS:
+            return None
+        return f"the {package} package is not installed; pip install 'gem-sandbox[{EXTRAS[package]}]'"
+    if docker_errors is not None and isinstance(exc, docker_errors.APIError):
+        return f"the Docker daemon refused: {exc.explanation or exc}; see the daemon's log"
+    if docker_errors is not None and isinstance(exc, docker_errors.DockerException):
+        where = os.environ.get("DOCKER_HOST") or "the default socket"
+        return (
+            f"no Docker daemon answers at {where} ({exc}); start it (`systemctl start docker`, "
+            "or `dockerd` as root) or set DOCKER_HOST to where it listens"
+        )
+    if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+        return f"the port is in use ({exc.strerror}); stop what holds it or choose another with --port"
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        return f"no such file or directory: {exc.filename}; check the path"
+    if isinstance(exc, PermissionError) and exc.filename:
+        return f"permission denied: {exc.filename}; run as a user who may access it"
+    if isinstance(exc, FileNotFoundError | PermissionError):  # ours, with the fix in the message
+        return exc.strerror or str(exc)
+    if isinstance(exc, BackendNotAvailable):
+        return f"{str(exc).rstrip('.')}; `gem-sandbox doctor` shows every check"
+    if isinstance(exc, SandboxError | ValueError):  # ConfigError is both
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def report(exc: Exception, verbose: bool) -> int:
+    """Print ``exc`` as one error line (after its traceback if ``verbose`` or a bug)."""
+    message = explain(exc)
+    if message is None:
+        traceback.print_exception(exc)
+        message = (
+            f"unexpected {type(exc).__name__}, a bug in gem-sandbox; "
+            "please report it with the traceback above"
+        )
+    elif verbose:
+        traceback.print_exception(exc)
+    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from gem_sandbox.signals import exit_on_sigterm
 
     args = parser().parse_args(argv)
+    if args.func is None:
+        args.help_parser.print_help()
+        return EXIT_USAGE
+    # This process is the CLI's own, so it may configure the root logger; the library never does.
+    logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     exit_on_sigterm()  # a command owns its process: SIGTERM unwinds it and removes its sandboxes
     try:
         return args.func(args)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        return report(exc, args.verbose)
 
 
 if __name__ == "__main__":

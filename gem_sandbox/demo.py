@@ -3,22 +3,29 @@
 The policies read only the observations, as a model would: binary search on GuessTheNumber's
 hints, the recursive plan for Tower of Hanoi, and for a math problem with GEM's Python tool a
 program that computes the answer, whose printed result is then boxed. The sandbox parts run on
-the default backend (Docker when its image is built, else bubblewrap).
+the configured backend (``auto``: Docker when its image is built, else bubblewrap), which is
+resolved and checked before anything plays: a bad setting or a machine without a sandbox fails
+at once, not after the games.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
 
 import gem_sandbox as gem
 from gem_sandbox.core import Env
-from gem_sandbox.sandbox.errors import BackendNotAvailable
+from gem_sandbox.sandbox import config
 from gem_sandbox.wrappers.factory import get_wrapper_fns
 
 Policy = Callable[[str], Iterator[str]]
+UNISOLATED_WARNING = (
+    "gem-sandbox: warning: the process backend is NOT isolated: sandbox code runs as plain host "
+    "processes that see your files and network; use --backend local or docker for untrusted code"
+)
 
 
 def guess_the_number(first_obs: str) -> Iterator[str]:
@@ -90,7 +97,7 @@ def play(env: Env, policy: Policy, seed: int) -> float:
         action = actions.send(obs)
 
 
-def sandbox_demo(backend: str | None) -> None:
+def sandbox_demo(backend: str) -> None:
     """Run a stateless script and a timed-out one on a runtime of warm sandboxes."""
     with gem.SyncRuntime(backend, min_idle=1, max_size=2) as runtime:
         runtime.wait_ready()
@@ -105,12 +112,9 @@ def sandbox_demo(backend: str | None) -> None:
               f"{timed_out.duration_ms:.0f} ms, partial output {timed_out.stdout.strip()!r}")
 
 
-def tool_demo(episodes: int) -> None:
+def tool_demo(episodes: int, backend: str) -> None:
     """Math with GEM's ``python_tool`` wrapper: the tool call runs on the process default
-    runtime, as GEM-style sync code without a runtime of its own does."""
-    from gem_sandbox.sandbox import config
-
-    backend = config.resolve_backend_name(config.backend_name())
+    runtime (configured to ``backend``), as GEM-style sync code without a runtime of its own does."""
     env: Env = gem.make("math:Arithmetic-v0")
     for wrapper in get_wrapper_fns("python_tool"):
         env = wrapper(env)
@@ -121,19 +125,27 @@ def tool_demo(episodes: int) -> None:
     env.close()
 
 
+def choose_backend(backend: str | None) -> str:
+    """The backend ``backend`` (else the configured one) means here, made the process default.
+    Raises ``ConfigError`` for a bad setting or name, ``BackendNotAvailable`` when it cannot run."""
+    config.pool_config()  # parses and checks every GEM_SANDBOX_* variable
+    name = backend or config.backend_name()
+    resolved = config.resolve_backend_name(name)
+    gem.configure(resolved)  # pinned: the tool demo's default runtime cannot resolve differently
+    print(f"== sandbox backend: {name} -> {resolved}" if name != resolved else f"== sandbox backend: {name}")
+    if resolved == "process":
+        print(UNISOLATED_WARNING, file=sys.stderr)
+    return resolved
+
+
 def main(episodes: int = 1, backend: str | None = None) -> int:
-    if backend:
-        gem.configure(backend)
+    resolved = choose_backend(backend)
     for env_id, policy in DEMOS.items():
         env = gem.make(env_id)
         for episode in range(episodes):
             print(f"\n== {env_id}, episode {episode + 1}")
             total = play(env, policy, seed=episode)
             print(f"  episode return {total:+.2f}")
-    try:
-        tool_demo(episodes)
-        sandbox_demo(backend)
-    except BackendNotAvailable as exc:
-        print(f"\n== no sandbox can run here: {exc}\n   `gem-sandbox doctor` says what to install.")
-        return 1
+    tool_demo(episodes, resolved)
+    sandbox_demo(resolved)
     return 0

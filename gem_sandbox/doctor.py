@@ -1,18 +1,36 @@
 """What this machine can run, and what to do about what it cannot (``gem-sandbox doctor``).
 
 Each check is independent and never raises: a missing optional dependency is a failed check
-with a fix, not a crash, so the report is complete however broken the machine is.
+with a fix, not a crash, so the report is complete however broken the machine is. The last
+check says which backend the configured one (``GEM_SANDBOX_BACKEND``, ``configure()``, else
+``auto``) resolves to here and why, because ``auto`` changes with what is installed.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-_DOCKER_EXTRA = "pip install 'gem-sandbox[docker]'"
+from gem_sandbox.sandbox import config
+from gem_sandbox.sandbox.errors import SandboxError
+
+DOCKER_EXTRA = "pip install 'gem-sandbox[docker]'"  # the docker backend: docker, tenacity
+SERVICE_EXTRA = "pip install 'gem-sandbox[service]'"  # search serve, the search tool's server mode
+# Why a backend that passed its check was chosen, as the backend line says it.
+_WHY_IT_RUNS = {
+    "docker": "the daemon answers and the image is built",
+    "local": "bubblewrap runs sandboxes",
+    "process": "NOT isolated: sandbox code runs as plain host processes",
+}
+# The checks without which no sandbox opens; the others only limit what is available.
+REQUIRED = ("python", "settings", "backend")
+_BACKEND_VARIABLE = config.ENV_PREFIX + "BACKEND"
 
 
 @dataclass(frozen=True)
@@ -24,8 +42,13 @@ class Check:
 
 
 def checks() -> list[Check]:
-    """Run every check, in the order a reader would fix them."""
+    """Run every check, in the order a reader would fix them; the backend's verdict last."""
     return [_guard(name, check) for name, check in _CHECKS]
+
+
+def ready(results: list[Check]) -> bool:
+    """Whether the configured backend can run sandboxes here (the command's exit status)."""
+    return all(c.ok for c in results if c.name in REQUIRED)
 
 
 def _python() -> Check:
@@ -40,10 +63,13 @@ def _python() -> Check:
 
 
 def _docker_daemon() -> Check:
-    try:
-        import docker
-    except ImportError:
-        return Check("docker", False, "the docker package is not installed", _DOCKER_EXTRA)
+    missing = [name for name in ("docker", "tenacity") if importlib.util.find_spec(name) is None]
+    if missing:
+        return Check(
+            "docker", False, f"the docker backend needs {' and '.join(missing)}", DOCKER_EXTRA
+        )
+    import docker
+
     try:
         client = docker.from_env(timeout=5)
         try:
@@ -54,21 +80,30 @@ def _docker_daemon() -> Check:
         return Check(
             "docker",
             False,
-            f"no Docker daemon answers: {exc}",
-            "start it: `systemctl start docker` (or run `dockerd` as root)",
+            f"no Docker daemon answers at {_docker_host()}: {exc}",
+            "start it (`systemctl start docker`, or `dockerd` as root), or point DOCKER_HOST at it",
         )
     return Check("docker", True, f"Docker {version['Version']} (API {version['ApiVersion']})")
 
 
 def _sandbox_image() -> Check:
+    if importlib.util.find_spec("docker") is None:
+        return Check("image", False, "the docker package is not installed", DOCKER_EXTRA)
+    import docker
+
+    from gem_sandbox import images
+
     try:
-        from gem_sandbox import images
-    except ImportError:
-        return Check("image", False, "the docker package is not installed", _DOCKER_EXTRA)
+        tag = images.current_tag()
+    except FileNotFoundError as exc:  # the build context did not get installed
+        return Check("image", False, str(exc), "reinstall gem-sandbox")
     try:
         status = images.image_status()
-    except Exception as exc:  # no daemon or no source checkout: say which
-        return Check("image", False, f"cannot tell: {exc}", "fix the docker check first")
+    except docker.errors.DockerException:
+        return Check(
+            "image", False, f"cannot tell whether {tag} is built: no daemon answers",
+            "fix the docker check first",
+        )
     if status.built:
         return Check("image", True, f"{status.tag} is built")
     if status.newest:
@@ -105,6 +140,59 @@ def _bubblewrap() -> Check:
     return Check("bubblewrap", True, f"{version.stdout.strip()} runs sandboxes")
 
 
+def _service() -> Check:
+    if importlib.util.find_spec("aiohttp") is None:
+        return Check(
+            "service",
+            False,
+            "aiohttp is not installed: `search serve` and the search tool's server mode need it",
+            SERVICE_EXTRA,
+        )
+    version = importlib.metadata.version("aiohttp")
+    return Check("service", True, f"aiohttp {version}: `search serve` and search over HTTP work")
+
+
+def _settings() -> Check:
+    try:
+        config.pool_config()  # parses and checks every GEM_SANDBOX_* variable
+    except ValueError as exc:  # ConfigError
+        return Check("settings", False, str(exc), "fix or unset the variable")
+    shown = ", ".join(f"{v}={x}" for v, x in sorted(os.environ.items()) if v.startswith(config.ENV_PREFIX))
+    return Check("settings", True, shown or f"defaults (no {config.ENV_PREFIX}* variable is set)")
+
+
+def _backend() -> Check:
+    name = config.backend_name()
+    try:
+        resolved = config.resolve_backend_name(name)
+    except (SandboxError, ValueError) as exc:  # nothing can run, or an unknown name (ConfigError)
+        return Check("backend", False, f"{name} -> {exc}", _backend_fix(name))
+    passed_over = config.AUTO_ORDER[: config.AUTO_ORDER.index(resolved)] if name == "auto" else ()
+    why = "; ".join(f"{c}: {_problem(c)}" for c in passed_over) or _WHY_IT_RUNS[resolved]
+    return Check("backend", True, f"{name} -> {resolved} ({why})")
+
+
+def _problem(backend: str) -> str | None:
+    """Why ``backend`` cannot run here (``None``: it can)."""
+    try:
+        return config.backend_class(backend).check()
+    except SandboxError as exc:  # its module cannot be imported: a missing extra
+        return str(exc)
+
+
+def _backend_fix(name: str) -> str:
+    choices = ", ".join(["auto", *config.BACKENDS])
+    if name == "auto":
+        return "fix the docker or the bubblewrap check above"
+    if name not in config.BACKENDS:
+        return f"set {_BACKEND_VARIABLE} to one of: {choices}"
+    return f"fix the checks above, or choose another backend ({_BACKEND_VARIABLE}: {choices})"
+
+
+def _docker_host() -> str:
+    return os.environ.get("DOCKER_HOST") or "the default socket (DOCKER_HOST is not set)"
+
+
 def _guard(name: str, check: Callable[[], Check]) -> Check:
     try:
         return check()
@@ -117,4 +205,7 @@ _CHECKS: list[tuple[str, Callable[[], Check]]] = [
     ("docker", _docker_daemon),
     ("image", _sandbox_image),
     ("bubblewrap", _bubblewrap),
+    ("service", _service),
+    ("settings", _settings),
+    ("backend", _backend),
 ]

@@ -1,15 +1,19 @@
 """Build the sandbox image, with or without a container registry.
 
-Two paths install the same ``images/sandbox/packages.txt`` onto Debian:
+The build context (``Dockerfile``, ``packages.txt``) is the repository's ``images/sandbox/``,
+installed as package data of ``gem_sandbox_images``, so a checkout, an editable install, a wheel
+and an sdist all find it through :mod:`importlib.resources` and build the same image. Two paths
+install the same ``packages.txt`` onto Debian:
 
-* the ordinary one, ``docker build`` of ``images/sandbox/Dockerfile``, when its ``FROM`` base
-  image is already present locally;
+* the ordinary one, ``docker build`` of the ``Dockerfile``, when its ``FROM`` base image is
+  already present locally;
 * the offline one (no registry needed, only the host's Debian mirror): ``debootstrap`` a minimal
   root filesystem, trim it, and import it as an image through the Docker API with the
   Dockerfile's ``ENV``/``WORKDIR``/``CMD`` lines as the image config.
 
 Images are tagged by a content hash of the build inputs (``gem-sandbox/sandbox:<hash12>``, plus
 ``:latest``), so an unchanged tree never rebuilds and a changed one never reuses a stale image.
+The hash covers names and contents only, never install paths, so every install agrees on it.
 The decision between the paths never probes the network: a missing base image means offline.
 """
 
@@ -25,13 +29,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
 import docker
 import docker.errors
 
+from gem_sandbox.sandbox.errors import SandboxError
+
 REPOSITORY = "gem-sandbox/sandbox"
-CONTEXT_DIR = Path(__file__).resolve().parent.parent / "images" / "sandbox"
+CONTEXT_PACKAGE = "gem_sandbox_images"  # the repository's images/, see pyproject.toml
 
 # Dockerfile instructions that are image config (not filesystem) and so carry over to an import.
 _CONFIG_INSTRUCTIONS = ("ENV", "WORKDIR", "CMD", "ENTRYPOINT", "USER")
@@ -55,6 +62,11 @@ _ONE_LINE_SOURCE = re.compile(
 _TOOL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # debootstrap lives in sbin, often not on PATH
 _HEARTBEAT_S = 15.0
 _BUILD_API_TIMEOUT_S = 1800  # importing or building a few hundred MB is one long API call
+
+
+class ImageBuildError(SandboxError, RuntimeError):
+    """The build failed on this machine (apt sources, debootstrap, the daemon's build); the
+    message says where to look. A SandboxError, so the CLI reports it in one line."""
 
 
 @dataclass(frozen=True)
@@ -118,16 +130,28 @@ def image_status() -> ImageStatus:
     return ImageStatus(tag=tag, built=built, newest=default_image())
 
 
-def current_tag() -> str:
-    """``gem-sandbox/sandbox:<hash12>`` over the build context and this recipe."""
-    if not CONTEXT_DIR.is_dir():
+def context_dir() -> Path:
+    """The build context directory as installed (a real directory: ``docker build`` reads it)."""
+    reinstall = "reinstall gem-sandbox (in a checkout: `pip install -e .`)"
+    try:
+        context = files(CONTEXT_PACKAGE) / "sandbox"
+    except ModuleNotFoundError:
         raise FileNotFoundError(
-            f"{CONTEXT_DIR} is missing: building the image needs a source checkout of gem-sandbox"
-        )
+            f"the image build context ({CONTEXT_PACKAGE}) is not installed; {reinstall}"
+        ) from None
+    if not isinstance(context, Path) or not (context / "Dockerfile").is_file():
+        raise FileNotFoundError(f"no Dockerfile in {context}; {reinstall}")
+    return context
+
+
+def current_tag() -> str:
+    """``gem-sandbox/sandbox:<hash12>`` over the build context's files, then this recipe."""
+    context = context_dir()
+    # The files that ship (pyproject's ``sandbox/*``: top-level, not hidden), in name order.
+    shipped = sorted(p for p in context.iterdir() if p.is_file() and not p.name.startswith("."))
     digest = hashlib.sha256()
-    for path in sorted([*CONTEXT_DIR.rglob("*"), Path(__file__)]):
-        if path.is_file():
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in [*shipped, Path(__file__)]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return f"{REPOSITORY}:{digest.hexdigest()[:12]}"
 
 
@@ -138,9 +162,9 @@ def debian_source() -> tuple[str, str]:
     for uri, suites, components in _apt_sources():
         if suite in suites and "main" in components:
             return uri, suite
-    raise RuntimeError(
+    raise ImageBuildError(
         f"no apt source for the host's release {suite!r} with component 'main' in "
-        "/etc/apt/sources.list*: add one, or build with a registry (offline=False)"
+        f"/etc/apt/sources.list*; add one, or `docker pull {_base_image()}` to build from the Dockerfile"
     )
 
 
@@ -150,12 +174,13 @@ def debian_source() -> tuple[str, str]:
 def _build_dockerfile(
     client: docker.DockerClient, tag: str, progress: Callable[[str], None]
 ) -> None:
-    progress(f"building {tag} from {CONTEXT_DIR / 'Dockerfile'}")
+    context = context_dir()
+    progress(f"building {tag} from {context / 'Dockerfile'}")
     for chunk in client.api.build(
-        path=str(CONTEXT_DIR), tag=tag, rm=True, forcerm=True, pull=False, decode=True
+        path=str(context), tag=tag, rm=True, forcerm=True, pull=False, decode=True
     ):
         if "error" in chunk:
-            raise RuntimeError(f"docker build of {tag} failed: {chunk['error'].strip()}")
+            raise ImageBuildError(f"docker build of {tag} failed: {chunk['error'].strip()}")
         line = chunk.get("stream", "").strip()
         if line.startswith("Step "):
             progress(f"  {line}")
@@ -163,7 +188,10 @@ def _build_dockerfile(
 
 def _build_offline(client: docker.DockerClient, tag: str, progress: Callable[[str], None]) -> None:
     if os.geteuid() != 0:
-        raise PermissionError("the offline build runs debootstrap, which needs root")
+        raise PermissionError(
+            "the offline build runs debootstrap, which needs root; run it as root, or "
+            f"`docker pull {_base_image()}` to build from the Dockerfile"
+        )
     if shutil.which("debootstrap", path=_TOOL_PATH) is None:
         raise FileNotFoundError("the offline build needs debootstrap: apt-get install debootstrap")
     mirror, suite = debian_source()
@@ -206,7 +234,7 @@ def _debootstrap(
             except subprocess.TimeoutExpired:
                 progress(f"  {_elapsed(started)}: {_last_line(log_path)}")
     if proc.returncode != 0:
-        raise RuntimeError(
+        raise ImageBuildError(
             f"debootstrap failed (exit {proc.returncode}): {_last_line(log_path)}; see {log_path}"
         )
 
@@ -243,7 +271,7 @@ def _import(client: docker.DockerClient, root: Path, tag: str) -> None:
             src=tar.stdout, repository=repo, tag=version, changes=_config_changes(), stream_src=True
         )
     if tar.returncode != 0:
-        raise RuntimeError(f"tar of {root} failed with exit code {tar.returncode}")
+        raise ImageBuildError(f"tar of {root} failed with exit code {tar.returncode}")
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -274,7 +302,7 @@ def _image_exists(client: docker.DockerClient, name: str) -> bool:
 
 
 def _dockerfile_lines() -> list[str]:
-    return [line.strip() for line in (CONTEXT_DIR / "Dockerfile").read_text().splitlines()]
+    return [line.strip() for line in (context_dir() / "Dockerfile").read_text().splitlines()]
 
 
 def _base_image() -> str:
@@ -286,7 +314,7 @@ def _config_changes() -> list[str]:
 
 
 def _packages() -> list[str]:
-    lines = (CONTEXT_DIR / "packages.txt").read_text().splitlines()
+    lines = (context_dir() / "packages.txt").read_text().splitlines()
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
@@ -335,7 +363,7 @@ def _remove_build_dir(directory: Path) -> None:
     for mount in _mounts_under(directory):
         subprocess.run(["umount", "--lazy", mount], check=False)
     if _mounts_under(directory):
-        raise RuntimeError(f"{directory} still has mounts; unmount them and delete it by hand")
+        raise ImageBuildError(f"{directory} still has mounts; unmount them and delete it by hand")
     shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -38,8 +38,8 @@ def test_the_image_is_tagged_by_content_and_as_latest(sandbox_image: str, docker
 
 def test_the_tag_follows_the_build_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     context = tmp_path / "sandbox"
-    shutil.copytree(images.CONTEXT_DIR, context)
-    monkeypatch.setattr(images, "CONTEXT_DIR", context)
+    shutil.copytree(images.context_dir(), context)
+    monkeypatch.setattr(images, "context_dir", lambda: context)
     before = images.current_tag()
     with open(context / "packages.txt", "a") as packages:
         packages.write("jq\n")

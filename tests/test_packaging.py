@@ -1,16 +1,19 @@
-"""The wheel carries the whole library and the env catalogue."""
+"""The wheel carries the whole library, the env catalogue and the sandbox image's build context."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tarfile
 import tomllib
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+IMAGE_INPUTS = ("sandbox/Dockerfile", "sandbox/packages.txt")
 
 
 def test_every_package_directory_is_listed_in_pyproject():
@@ -30,21 +33,64 @@ def test_every_package_directory_is_listed_in_pyproject():
         assert roots[root].joinpath(*rest).is_dir(), name
 
 
-@pytest.mark.slow
-def test_wheel_installs_into_a_fresh_venv_and_makes_a_catalogue_env(tmp_path):
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist, and the wheel built from it (``build``'s default), so a file the sdist
+    leaves out is missing from the wheel too."""
+    out = tmp_path_factory.mktemp("dist")
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"), str(ROOT)],
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
         check=True,
         capture_output=True,
     )
-    wheel = next((tmp_path / "dist").glob("gem_sandbox-*.whl"))
-    venv.create(tmp_path / "venv", with_pip=True)
-    python = tmp_path / "venv" / "bin" / "python"
-    subprocess.run([python, "-m", "pip", "install", "-q", str(wheel)], check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a fresh venv with the wheel installed as a user building images would
+    (the docker extra: ``gem_sandbox.images`` needs the SDK)."""
+    root = tmp_path_factory.mktemp("venv")
+    venv.create(root, with_pip=True)
+    python = root / "bin" / "python"
+    wheel = next(dist.glob("gem_sandbox-*.whl"))
+    subprocess.run([python, "-m", "pip", "install", "-q", f"{wheel}[docker]"], check=True)
+    return python
+
+
+@pytest.mark.slow
+def test_the_wheel_and_the_sdist_carry_the_image_build_inputs_types_and_license(dist: Path) -> None:
+    with zipfile.ZipFile(next(dist.glob("gem_sandbox-*.whl"))) as wheel:
+        assert {f"gem_sandbox_images/{name}" for name in IMAGE_INPUTS} <= set(wheel.namelist())
+        assert "gem_sandbox/py.typed" in wheel.namelist()
+        metadata = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        assert "License-Expression: Apache-2.0" in wheel.read(metadata).decode()
+        assert any(n.endswith(".dist-info/licenses/LICENSE") for n in wheel.namelist())
+    with tarfile.open(next(dist.glob("gem_sandbox-*.tar.gz"))) as sdist:
+        names = {name.partition("/")[2] for name in sdist.getnames()}
+    assert {f"images/{name}" for name in IMAGE_INPUTS} <= names
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_builds_the_image_of_the_source_tree(installed: Path, tmp_path: Path) -> None:
+    """Same tag, so the same inputs: ``images build`` from the wheel makes the identical image."""
+    from gem_sandbox import images
+
+    script = (
+        "from gem_sandbox import images;"
+        "assert 'site-packages' in str(images.context_dir()), images.context_dir();"
+        "print(images.current_tag())"
+    )
+    out = subprocess.run([installed, "-c", script], check=True, capture_output=True, text=True, cwd=tmp_path)
+    assert out.stdout.strip() == images.current_tag()
+
+
+@pytest.mark.slow
+def test_wheel_installs_into_a_fresh_venv_and_makes_a_catalogue_env(installed: Path, tmp_path: Path) -> None:
     script = (
         "import gem_sandbox as gem, gem_sandbox_envs, sys;"
         "assert 'site-packages' in gem_sandbox_envs.__file__, gem_sandbox_envs.__file__;"
         "env = gem.make('game:Wordle-v0-easy'); obs, _ = env.reset(seed=1); print(type(env).__name__)"
     )
-    out = subprocess.run([python, "-c", script], check=True, capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run([installed, "-c", script], check=True, capture_output=True, text=True, cwd=tmp_path)
     assert out.stdout.strip() == "WordleEnv"
