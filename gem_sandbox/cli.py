@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -179,6 +180,11 @@ def report(exc: Exception, verbose: bool) -> int:
     return EXIT_FAILURE
 
 
+def _one_line_warning(message: Warning | str, *_: object, **__: object) -> str:
+    """Warnings to a user of the command read like its errors, without a source line."""
+    return f"{PROG}: warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from gem_sandbox.signals import exit_on_sigterm
 
@@ -188,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     # This process is the CLI's own, so it may configure the root logger; the library never does.
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    warnings.formatwarning = _one_line_warning
     exit_on_sigterm()  # a command owns its process: SIGTERM unwinds it and removes its sandboxes
     try:
         return args.func(args)

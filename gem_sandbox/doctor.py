@@ -161,6 +161,14 @@ def _settings() -> Check:
     return Check("settings", True, shown or f"defaults (no {config.ENV_PREFIX}* variable is set)")
 
 
+def _variables() -> Check:
+    """A misspelt variable leaves its setting at the default: worth a warning, not a failure."""
+    unknown = config.unknown_variables()
+    if unknown:
+        return Check("variables", False, "; ".join(unknown.values()), "rename or unset it")
+    return Check("variables", True, f"every {config.ENV_PREFIX}* variable names a setting")
+
+
 def _backend() -> Check:
     name = config.backend_name()
     try:
@@ -207,5 +215,6 @@ _CHECKS: list[tuple[str, Callable[[], Check]]] = [
     ("bubblewrap", _bubblewrap),
     ("service", _service),
     ("settings", _settings),
+    ("variables", _variables),
     ("backend", _backend),
 ]

@@ -192,6 +192,15 @@ def test_doctor_says_which_backend_auto_picks_here(tmp_path: Path) -> None:
     assert last[:5] == ["ok", "backend", "auto", "->", expected]
 
 
+def test_a_misspelt_variable_is_one_warning_line_naming_the_setting(tmp_path: Path) -> None:
+    result = run(tmp_path, "doctor", env={"GEM_SANDBOX_MAX_SZE": "3"})
+    assert result.stderr.splitlines() == [
+        "gem-sandbox: warning: ignoring GEM_SANDBOX_MAX_SZE: no gem-sandbox setting has that name; "
+        "did you mean GEM_SANDBOX_MAX_SIZE? (see docs/configuration.md)"
+    ]
+    assert "!!  variables" in result.stdout
+
+
 def test_doctor_fails_when_the_named_backend_cannot_run(tmp_path: Path) -> None:
     result = run(tmp_path, "doctor", env={"GEM_SANDBOX_BACKEND": "docker", **NO_DAEMON})
     assert result.returncode == 1

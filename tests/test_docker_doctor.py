@@ -29,7 +29,7 @@ def by_name() -> dict[str, doctor.Check]:
 def test_doctor_reports_every_check_with_a_fix_for_each_failure() -> None:
     results = doctor.checks()
     assert [c.name for c in results] == [
-        "python", "docker", "image", "bubblewrap", "service", "settings", "backend"
+        "python", "docker", "image", "bubblewrap", "service", "settings", "variables", "backend"
     ]
     assert all(c.detail for c in results)
     assert all(c.fix for c in results if not c.ok)
@@ -81,3 +81,13 @@ def test_a_bad_setting_fails_the_doctor(monkeypatch: pytest.MonkeyPatch) -> None
     settings = next(c for c in results if c.name == "settings")
     assert not settings.ok and "GEM_SANDBOX_MAX_SIZE" in settings.detail
     assert not doctor.ready(results)
+
+
+def test_a_misspelt_variable_is_flagged_with_its_likely_name_but_does_not_fail_the_doctor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GEM_SANDBOX_MAX_SZE", "3")
+    results = doctor.checks()
+    variables = next(c for c in results if c.name == "variables")
+    assert not variables.ok and "did you mean GEM_SANDBOX_MAX_SIZE?" in variables.detail
+    assert doctor.ready(results) == next(c for c in results if c.name == "backend").ok

@@ -151,9 +151,24 @@ def environment_options() -> dict[str, Any]:
         elif variable == BACKEND_VARIABLE:
             if raw not in BACKEND_CHOICES:
                 raise _unknown_backend(raw, f" in {BACKEND_VARIABLE}")
-        elif variable.startswith(ENV_PREFIX) and variable not in OTHER_VARIABLES:
+        elif _is_unknown(variable):
             _warn_unknown_variable(variable)
     return options
+
+
+def unknown_variables() -> dict[str, str]:
+    """Each ``GEM_SANDBOX_*`` variable set here that names no setting, with what to do about
+    it (``gem-sandbox doctor`` lists them; reading the settings warns about each once)."""
+    return {variable: _unknown_variable_message(variable) for variable in sorted(os.environ) if _is_unknown(variable)}
+
+
+def _is_unknown(variable: str) -> bool:
+    return (
+        variable.startswith(ENV_PREFIX)
+        and variable not in VARIABLES
+        and variable != BACKEND_VARIABLE
+        and variable not in OTHER_VARIABLES
+    )
 
 
 def _parse(variable: str, raw: str) -> Any:
@@ -180,18 +195,18 @@ def _unknown_option(name: str) -> ConfigError:
     return ConfigError(f"unknown sandbox option {name!r}{hint} Valid options: {', '.join(valid)}")
 
 
+def _unknown_variable_message(variable: str) -> str:
+    names = sorted([*VARIABLES.values(), "backend"])
+    close = difflib.get_close_matches(variable.removeprefix(ENV_PREFIX).lower(), names, n=1)
+    hint = f"; did you mean {ENV_PREFIX}{close[0].upper()}?" if close else ""
+    return f"ignoring {variable}: no gem-sandbox setting has that name{hint} (see docs/configuration.md)"
+
+
 def _warn_unknown_variable(variable: str) -> None:
     if variable in _warned:
         return
     _warned.add(variable)
-    names = sorted([*VARIABLES.values(), "backend"])
-    close = difflib.get_close_matches(variable.removeprefix(ENV_PREFIX).lower(), names, n=1)
-    hint = f"; did you mean {ENV_PREFIX}{close[0].upper()}?" if close else ""
-    warnings.warn(
-        f"ignoring {variable}: no gem-sandbox setting has that name{hint} (see docs/configuration.md)",
-        UserWarning,
-        stacklevel=_stacklevel_outside_package(),
-    )
+    warnings.warn(_unknown_variable_message(variable), UserWarning, stacklevel=_stacklevel_outside_package())
 
 
 def _stacklevel_outside_package() -> int:
