@@ -232,6 +232,12 @@ class Env(Generic[ObsType, ActType]):
             )
         return turn
 
+    @classmethod
+    def describe_source(cls, **kwargs: Any) -> str:
+        """Where the env's problems come from with these registered ``kwargs`` (``gem-sandbox
+        envs`` lists it): a shipped sample, a local file, a download, or, as here, generated."""
+        return "generated"
+
     def seed_rng(self, seed: int | None) -> None:
         """Reseed this env's generator; ``reset`` implementations call it with their seed."""
         if seed is not None:

@@ -47,6 +47,12 @@ class EnvSpec:
         except (ImportError, AttributeError) as exc:
             raise ImportError(f"cannot load {self.id!r} from {self.entry_point!r}: {exc}") from exc
 
+    def source(self) -> str:
+        """Where its data comes from (see :meth:`Env.describe_source`)."""
+        env_class = self.load()
+        describe = getattr(env_class, "describe_source", None)
+        return describe(**self.kwargs) if describe is not None else "unknown"
+
     def make(self, **kwargs: Any) -> Env:
         env = self.load()(**{**self.kwargs, **kwargs})
         env.env_id = self.id
@@ -141,12 +147,14 @@ def matching_ids(pattern: str | None = None) -> list[str]:
 
 
 def print_envs(pattern: str | None = None) -> None:
-    """Print the registered environments, one per line, with their default kwargs."""
+    """Print the registered environments, one per line: the id, where its data comes from,
+    and its default kwargs."""
     ids = matching_ids(pattern)
     if not ids:
         print("No environments registered." if not pattern else f"No environment matches {pattern!r}.")
         return
-    width = max(map(len, ids))
+    sources = {env_id: ENV_REGISTRY[env_id].source() for env_id in ids}
+    width, source_width = max(map(len, ids)), max(map(len, sources.values()))
     for env_id in ids:
         kwargs = ", ".join(f"{k}={v!r}" for k, v in ENV_REGISTRY[env_id].kwargs.items())
-        print(f"{env_id:<{width}}  {kwargs}")
+        print(f"{env_id:<{width}}  {sources[env_id]:<{source_width}}  {kwargs}".rstrip())

@@ -8,6 +8,7 @@ import gem_sandbox as gem
 from gem_sandbox.registry import ENV_REGISTRY, UnknownEnvError, matching_ids, registered_envs
 from gem_sandbox.vector import AsyncVectorEnv, SyncVectorEnv
 from gem_sandbox.wrappers import EpisodeTrackingWrapper
+from tests.helpers import CountdownEnv
 
 
 @pytest.fixture
@@ -78,6 +79,18 @@ def test_print_envs_lists_ids_with_kwargs(capsys):
     out = capsys.readouterr().out
     assert "game:GuessTheNumber-v0-hard" in out and "max_number=50" in out
     assert all("GuessTheNumber" in line for line in out.splitlines())
+    assert all(line.split()[1] == "generated" for line in out.splitlines())  # its data source
+
+
+def test_an_env_says_where_its_data_comes_from():
+    class Sampled(gem.Env):
+        @classmethod
+        def describe_source(cls, **kwargs):
+            return f"local file {kwargs['data_path']}"
+
+    spec = gem.EnvSpec("test:Sampled", Sampled, {"data_path": "/data/x.jsonl"})
+    assert spec.source() == "local file /data/x.jsonl"
+    assert gem.EnvSpec("test:Plain", CountdownEnv).source() == "generated"
 
 
 def test_matching_ids_accepts_globs():
