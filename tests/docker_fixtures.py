@@ -45,11 +45,11 @@ def docker_client() -> Iterator[docker.DockerClient]:
     yield client
     # Only this session's containers: another process's pool on the same daemon is not ours.
     mine = [POOL_LABEL, f"{OWNER_LABEL}={owner_id()}"]
-    leftovers = client.containers.list(all=True, filters={"label": mine})
+    leftovers = client.containers.list(all=True, sparse=True, filters={"label": mine})
     for container in leftovers:
         container.remove(force=True)
     client.close()
-    assert not leftovers, f"containers outlived the test session: {[c.name for c in leftovers]}"
+    assert not leftovers, f"containers outlived the test session: {[c.short_id for c in leftovers]}"
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 
 def pool_containers(client: docker.DockerClient, pool: str = TEST_POOL) -> list:
-    return client.containers.list(all=True, filters={"label": f"{POOL_LABEL}={pool}"})
+    return client.containers.list(all=True, sparse=True, filters={"label": f"{POOL_LABEL}={pool}"})
 
 
 async def read_frame(stream) -> tuple[dict, bytes]:

@@ -68,6 +68,6 @@ async def test_a_launch_retries_a_transient_daemon_error(
         assert (await sandbox.run("print(6 * 7)")).stdout == "42\n"
     assert failures == [1]
     assert (
-        docker_client.containers.list(all=True, filters={"label": f"{POOL_LABEL}={TEST_POOL}"})
+        docker_client.containers.list(all=True, sparse=True, filters={"label": f"{POOL_LABEL}={TEST_POOL}"})
         == []
     )

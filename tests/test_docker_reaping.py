@@ -39,7 +39,7 @@ OWNER_SCRIPT = textwrap.dedent(
 
 
 def pool_containers(client: docker.DockerClient, pool: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"{POOL_LABEL}={pool}"})
+    return client.containers.list(all=True, sparse=True, filters={"label": f"{POOL_LABEL}={pool}"})
 
 
 async def test_containers_of_a_killed_owner_are_reaped(

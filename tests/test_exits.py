@@ -76,7 +76,7 @@ def _docker_sandboxes(pid: int) -> Callable[[], set[str]]:
 
     def alive() -> set[str]:
         with closing(docker.from_env()) as client:
-            found = client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner}"})
+            found = client.containers.list(all=True, sparse=True, filters={"label": f"{OWNER_LABEL}={owner}"})
         return {c.id for c in found}
 
     return alive

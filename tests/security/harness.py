@@ -587,8 +587,8 @@ class Harness:
         new = ours - before.ours
         assert not new, f"new host processes of the test process remain: {sorted(new)}"
         if self.backend_name == "docker":
-            left = self.docker.containers.list(all=True, filters={"label": f"gem-sandbox.pool={pool_name}"})
-            assert not left, f"containers of pool {pool_name} outlived it: {[c.name for c in left]}"
+            left = self.docker.containers.list(all=True, sparse=True, filters={"label": f"gem-sandbox.pool={pool_name}"})
+            assert not left, f"containers of pool {pool_name} outlived it: {[c.short_id for c in left]}"
         sysv = _host_sysv() - before.sysv
         assert not sysv, f"System V IPC objects of sandbox uids left on the host: {sorted(sysv)}"
         grown = _meminfo("Shmem") - before.shmem
