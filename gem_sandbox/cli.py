@@ -28,7 +28,14 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # Top-level module of an optional dependency -> the extra that installs it (pyproject.toml).
-EXTRAS = {"docker": "docker", "tenacity": "docker", "aiohttp": "service"}
+EXTRAS = {
+    "docker": "docker",
+    "tenacity": "docker",
+    "aiohttp": "service",
+    "datasets": "math",
+    "math_verify": "math",
+    "pyarrow": "math",
+}
 
 
 class _Parser(argparse.ArgumentParser):

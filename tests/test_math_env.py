@@ -30,14 +30,18 @@ def test_the_same_seed_gives_the_same_problem():
 def test_a_correct_boxed_answer_earns_one_and_ends_the_episode():
     env = ArithmeticEnv(seed=0)
     env.reset(seed=0)
-    assert env.step(f"so it is \\boxed{{{env.answer}}}") == (TERMINAL_STATE, 1.0, True, True, {"correct": True})
+    info = {"correct": True, "status": "ok"}
+    assert env.step(f"so it is \\boxed{{{env.answer}}}") == (TERMINAL_STATE, 1.0, True, True, info)
 
 
-@pytest.mark.parametrize("action", ["\\boxed{-1}", "the answer is 5", "\\boxed{}", "\\boxed{seven}"])
-def test_anything_else_earns_zero(action: str):
+@pytest.mark.parametrize(
+    ("action", "status"),
+    [("\\boxed{-1}", "ok"), ("the answer is 5", "format_error"), ("\\boxed{}", "format_error"), ("\\boxed{seven}", "ok")],
+)
+def test_anything_else_earns_zero(action: str, status: str):
     env = ArithmeticEnv(seed=0)
     env.reset(seed=0)
-    assert env.step(action) == (TERMINAL_STATE, 0.0, True, True, {"correct": False})
+    assert env.step(action) == (TERMINAL_STATE, 0.0, True, True, {"correct": False, "status": status})
 
 
 @pytest.mark.parametrize(

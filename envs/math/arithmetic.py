@@ -3,7 +3,8 @@
 Each episode draws one problem from ``self.rng`` (so ``reset(seed=s)`` repeats it): a product
 of large numbers, a modular power, a sum over a range, a prime count or a digit sum. The env is
 single-turn, as GEM's math envs are: the first action is the answer, read from its last
-``\\boxed{}``; reward 1.0 when it equals the exact answer, else 0. A second step raises
+``\\boxed{}``; reward 1.0 when it equals the exact answer, else 0; ``info`` has ``correct`` and
+``status`` (``"ok"``, or ``"format_error"`` without a boxed answer). A second step raises
 :class:`~gem_sandbox.core.ResetNeeded`.
 """
 
@@ -83,8 +84,10 @@ class ArithmeticEnv(Env[str, str]):
         return f"{question} {INSTRUCTION}", {}
 
     def step(self, action: str) -> StepReturn:
-        correct = answers_match(last_boxed_answer(action), self.answer)
-        return TERMINAL_STATE, 1.0 if correct else 0.0, True, True, {"correct": correct}
+        answer = last_boxed_answer(action)
+        correct = answers_match(answer, self.answer)
+        status = "ok" if answer is not None and answer.strip() else "format_error"  # as the dataset envs
+        return TERMINAL_STATE, 1.0 if correct else 0.0, True, True, {"correct": correct, "status": status}
 
     def sample_random_action(self) -> str:
         return f"\\boxed{{{self.rng.randint(0, 1000)}}}"

@@ -1,0 +1,95 @@
+"""GEM's math envs: a dataset's problems, one per single-turn episode, answers checked by math-verify.
+
+What the model sees is GEM's: the question as the dataset words it (the chat template or the
+tool wrapper adds any instructions), then GEM's terminal observation. The answer is the last
+``\\boxed{}`` of the action; reward 1.0 when math-verify finds it equivalent to one of the
+problem's accepted answers (``\\frac{1}{2}``, ``0.5`` and ``1/2`` alike), else 0.
+
+``info["status"]`` says how the answer fared: ``"ok"`` it was extracted and checked
+(``info["correct"]`` tells which way), ``"format_error"`` no (non-empty) ``\\boxed{}``,
+``"timeout"`` the check did not finish within ``check_timeout`` seconds, or its worker died
+(scored 0, as GEM scores a check that times out).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from gem_sandbox_envs.math.answer_check import CHECK_TIMEOUT, default_checker
+from gem_sandbox_envs.math.arithmetic import TERMINAL_STATE
+from gem_sandbox_envs.math.sources import StrPath, describe, load
+
+from gem_sandbox.core import Env, ResetReturn, StepReturn
+from gem_sandbox.utils.parsing import last_boxed_answer
+
+
+class MathEnv(Env[str, str]):
+    """Serves a dataset's problems: each once per epoch in an order shuffled by ``self.rng``;
+    ``reset(seed=s)`` draws one by seed, ``reset(idx=i)`` serves the source's ``i``-th.
+
+    ``dataset_name``, ``split``, ``question_key`` and ``answer_key`` are GEM's (the registered
+    ids set them); ``data_path`` or ``sample`` choose another source (see :mod:`.sources`).
+    """
+
+    blocking = True  # a step waits for the checker process
+
+    def __init__(
+        self,
+        dataset_name: str = "",
+        split: str | None = None,
+        question_key: str = "problem",
+        answer_key: str = "answer",
+        data_path: StrPath | None = None,
+        sample: bool = False,
+        check_timeout: float = CHECK_TIMEOUT,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(seed)
+        if importlib.util.find_spec("math_verify") is None:
+            raise ModuleNotFoundError(
+                "math envs check answers with math-verify: pip install 'gem-sandbox[math]'", name="math_verify"
+            )
+        self.source = describe(dataset_name, split, data_path, sample)
+        self.problems = load(dataset_name, split, data_path, sample, question_key, answer_key)
+        self.check_timeout = check_timeout
+        self.question = ""
+        self.answers: tuple[str, ...] = ()
+        self._order: list[int] = []  # the rest of this epoch, served from the end
+
+    @classmethod
+    def describe_source(
+        cls,
+        dataset_name: str = "",
+        split: str | None = None,
+        data_path: StrPath | None = None,
+        sample: bool = False,
+        **_: Any,
+    ) -> str:
+        return describe(dataset_name, split, data_path, sample)
+
+    def reset(self, seed: int | None = None, idx: int | None = None, **kwargs: Any) -> ResetReturn:
+        self.seed_rng(seed)
+        if idx is not None:
+            if not 0 <= idx < len(self.problems):
+                raise IndexError(f"idx {idx} is out of range: {self.source} has {len(self.problems)} problems")
+        elif seed is not None:
+            idx = self.rng.randrange(len(self.problems))
+        else:
+            if not self._order:
+                self._order = list(range(len(self.problems)))
+                self.rng.shuffle(self._order)
+            idx = self._order.pop()
+        self.question, self.answers = self.problems.questions[idx], self.problems.answers[idx]
+        return self.question, {}
+
+    def step(self, action: str) -> StepReturn:
+        answer = last_boxed_answer(action)
+        if answer is None or not answer.strip():
+            return TERMINAL_STATE, 0.0, True, True, {"correct": False, "status": "format_error"}
+        verdict = default_checker().check(answer, self.answers, self.check_timeout)
+        info = {"correct": bool(verdict), "status": "timeout" if verdict is None else "ok"}
+        return TERMINAL_STATE, 1.0 if verdict else 0.0, True, True, info
+
+    def sample_random_action(self) -> str:
+        return f"\\boxed{{{self.rng.randint(0, 100)}}}"
