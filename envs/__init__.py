@@ -2,7 +2,8 @@
 
 
 def register_envs() -> None:
-    from gem_sandbox_envs import games, math
+    from gem_sandbox_envs import games, math, rg
 
     games.register_all()
     math.register_all()
+    rg.register_all()

@@ -35,6 +35,7 @@ EXTRAS = {
     "datasets": "math",
     "math_verify": "math",
     "pyarrow": "math",
+    "reasoning_gym": "rg",
 }
 
 
