@@ -10,14 +10,16 @@ is started afresh by the next command.
 Trust: the per-command status is the session process's own report (the shell's ``$?``, a
 cell that raised), since the code runs in that very process: a cell that catches its own
 exception is ``ok`` by construction. What the agent guarantees is everything else: a status
-line counts only for the command it names (a stale or forged one for another sequence
-number is ignored, so nothing is misattributed), the line buffer is capped, and timeouts,
-kills, output limits, OOM kills and a session's death come from the agent's own
+line counts only for the command it names, whose number is drawn at random when it is sent (a
+stale or forged line for another number is ignored, so nothing is misattributed, not even a
+line a command wrote for a number it guessed in advance), the line buffer is capped, and
+timeouts, kills, output limits, OOM kills and a session's death come from the agent's own
 observations, as for runs.
 """
 
 import asyncio
 import os
+import secrets
 
 from . import children, results
 from .children import Child
@@ -47,7 +49,7 @@ class Session:
         self.ceiling = 0
         self.flood = asyncio.Event()
         self.status = None  # the future of the current command's status line
-        self.seq = 0  # the current command's sequence number
+        self.seq = 0  # the current command's number: random, so none can be forged in advance
         self.interrupted = False  # a reset killed it
         self.gone = None  # once killed: whether all its processes are gone
         self.partial = b""
@@ -87,7 +89,10 @@ class Session:
         self.out, self.err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
         self.ceiling = limits.output_ceiling
         self.flood.clear()
-        self.seq += 1
+        # Unpredictable rather than counting: a command can write status lines for numbers it
+        # guesses, and lines still in the pipe when the next command starts would otherwise
+        # be taken as that command's status.
+        self.seq = secrets.randbits(62)
         self.status = self.loop.create_future()
         cpu_before = self.cpu_ms()
         ooms_before = self.oom.count()

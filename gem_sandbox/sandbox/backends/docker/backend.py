@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 
 import anyio
 import anyio.lowlevel
@@ -144,6 +145,19 @@ class DockerBackend(Backend):
         except docker.errors.APIError as exc:
             if exc.status_code != 409:  # 409: a removal is already in progress
                 raise
+            self._wait_removed(container_id)
+
+    def _wait_removed(self, container_id: str) -> None:
+        """Another removal is under way (the daemon's auto-remove, once the agent stopped the
+        container): the sandbox is gone only when it is done, so wait for that."""
+        api = self._daemon.client().api
+        deadline = time.monotonic() + self.options.retry_s
+        while time.monotonic() < deadline:
+            try:
+                api.inspect_container(container_id)
+            except docker.errors.NotFound:
+                return
+            time.sleep(0.05)
 
     def _reap(self, pool_label: str | None) -> int:
         found = reaping.orphans(self._daemon.client().api, pool_label)
