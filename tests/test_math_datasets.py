@@ -306,7 +306,7 @@ def test_an_offline_download_fails_with_one_clear_error(tmp_path: Path):
     run = subprocess.run([sys.executable, "-c", OFFLINE_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stderr
     last = run.stderr.strip().splitlines()[-1]
-    assert last.startswith("gem_sandbox_envs.math.sources.DatasetUnavailable: cannot load GEM's dataset axon-rl/GSM-8k")
+    assert last.startswith("gem_sandbox_envs.hub.DatasetUnavailable: cannot load GEM's dataset axon-rl/GSM-8k")
     assert "pass data_path= a local .jsonl or .parquet file" in last and "sample=True" in last
     assert "site-packages/datasets" not in run.stderr
 

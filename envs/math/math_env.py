@@ -18,7 +18,8 @@ from typing import Any
 
 from gem_sandbox_envs.math.answer_check import CHECK_TIMEOUT, default_checker
 from gem_sandbox_envs.math.arithmetic import TERMINAL_STATE
-from gem_sandbox_envs.math.sources import StrPath, describe, load
+from gem_sandbox_envs.hub import describe
+from gem_sandbox_envs.math.sources import StrPath, load
 
 from gem_sandbox.core import Env, ResetReturn, StepReturn
 from gem_sandbox.utils.parsing import last_boxed_answer

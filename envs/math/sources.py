@@ -4,7 +4,8 @@ The source is the one asked for, never a silent substitute: by default GEM's dat
 ``datasets.load_dataset`` (imported only then; its cache serves it offline once downloaded),
 ``data_path=`` a local ``.jsonl`` or ``.parquet`` file, ``sample=True`` the handful of
 problems shipped in ``data/`` for the dataset (``<dataset>[.<split>].jsonl``). A download that
-fails raises :class:`DatasetUnavailable`, saying how to use the other two.
+fails raises :class:`~gem_sandbox_envs.hub.DatasetUnavailable`, saying how to use the other
+two.
 
 Rows have GEM's fields: a question (``question_key``) and its answer (``answer_key``): a
 string, a number, or a list of accepted answers (``axon-rl/math-eval`` stores lists).
@@ -21,11 +22,9 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from gem_sandbox_envs import hub
+
 StrPath = str | os.PathLike[str]
-
-
-class DatasetUnavailable(RuntimeError):
-    """GEM's dataset could not be loaded (offline and not cached, unreachable, a bad name)."""
 
 
 @dataclass(frozen=True)
@@ -47,16 +46,6 @@ def sample_name(dataset_name: str, split: str | None) -> str:
     return dataset_name.rpartition("/")[2] + (f".{split}" if split else "") + ".jsonl"
 
 
-def describe(dataset_name: str, split: str | None, data_path: StrPath | None, sample: bool) -> str:
-    """What ``gem-sandbox envs`` lists as the source."""
-    _check_choice(data_path, sample)
-    if sample:
-        return "shipped sample"
-    if data_path is not None:
-        return f"local file {data_path}"
-    return f"download: {dataset_name}" + (f" (split {split})" if split else "")
-
-
 def load(
     dataset_name: str,
     split: str | None,
@@ -66,7 +55,7 @@ def load(
     answer_key: str,
 ) -> Problems:
     """The problems of the chosen source (see the module's docstring)."""
-    _check_choice(data_path, sample)
+    hub.describe(dataset_name, split, data_path, sample)  # refuses two sources at once
     keys = (question_key, answer_key)
     if data_path is not None:
         return read_file(Path(data_path), keys)
@@ -75,11 +64,6 @@ def load(
     if sample:
         return _read_sample(dataset_name, split, keys)
     return download(dataset_name, split, keys)
-
-
-def _check_choice(data_path: StrPath | None, sample: bool) -> None:
-    if sample and data_path is not None:
-        raise ValueError("pass data_path= or sample=True, not both: which problems to serve would be a guess")
 
 
 def _read_sample(dataset_name: str, split: str | None, keys: tuple[str, str]) -> Problems:
@@ -140,23 +124,7 @@ def download(dataset_name: str, split: str | None, keys: tuple[str, str]) -> Pro
         f"to run without it, pass data_path= a local .jsonl or .parquet file with {keys[0]!r} and "
         f"{keys[1]!r} fields, or sample=True for the shipped sample"
     )
-    try:
-        import datasets
-    except ModuleNotFoundError:
-        raise DatasetUnavailable(
-            f"downloading {where} needs the datasets package: pip install 'gem-sandbox[math]'; or, {offline}"
-        ) from None
-    try:
-        loaded = datasets.load_dataset(dataset_name, split=split)
-    except Exception as exc:  # network, hub, cache and name failures alike; the reason is kept below
-        reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        raise DatasetUnavailable(
-            f"cannot load GEM's dataset {where}: {type(exc).__name__}: {reason}; {offline}"
-        ) from None
-    if isinstance(loaded, datasets.DatasetDict):
-        if len(loaded) != 1:
-            raise ValueError(f"{dataset_name} has several splits; pass split= one of {sorted(loaded)}")
-        (loaded,) = loaded.values()
+    loaded = hub.download(dataset_name, split, extra="math", offline=offline)
     if missing := [key for key in keys if key not in loaded.column_names]:
         named = " or ".join(map(repr, missing))
         raise ValueError(f"{where} has no {named} column; its columns: {loaded.column_names}")

@@ -1,0 +1,28 @@
+"""What crosses between the two programs of the HumanEval harness: Python literals, one per line.
+
+Sandbox code, standard library only (the sandbox's Python may be as old as 3.8); its source is
+prepended to both programs' sources rather than imported, since nothing may be imported from
+the work dir. A value is sent as its ``repr`` and read back with ``ast.literal_eval`` (plus the
+names ``inf`` and ``nan``, which ``repr`` writes for those floats): no object, no pickle, no
+callable ever crosses, so an answer cannot carry a forged ``__eq__``.
+
+A request is ``repr((name, args, kwargs))``; an answer is ``= <repr of the result>`` or
+``! <name of the exception raised>``.
+"""
+
+import ast
+
+MAX_LINE = 1024 * 1024  # bytes in one request or answer (a parsed answer stays far below memory limits)
+
+
+class _FloatNames(ast.NodeTransformer):
+    def visit_Name(self, node):
+        if node.id in ("inf", "nan"):
+            return ast.copy_location(ast.Constant(float(node.id)), node)
+        return node
+
+
+def literal(text):
+    """The value of the literal ``text``; raises ValueError, SyntaxError (or MemoryError,
+    RecursionError for absurd nesting) when it is anything else."""
+    return ast.literal_eval(_FloatNames().visit(ast.parse(text, mode="eval")))

