@@ -25,7 +25,11 @@ from gem_sandbox_envs.rg.names import DATASET_NAMES  # noqa: E402
 import gem_sandbox as gem  # noqa: E402
 from gem_sandbox.core import ResetNeeded  # noqa: E402
 from gem_sandbox.registry import ENV_REGISTRY  # noqa: E402
+from gem_sandbox.runtime import Runtime  # noqa: E402
+from gem_sandbox.sandbox.pool import PoolConfig  # noqa: E402
 from gem_sandbox.utils.parsing import last_boxed_answer  # noqa: E402
+from gem_sandbox.wrappers import get_wrapper_fns  # noqa: E402
+from tests.tool_fixtures import SPEC, make_backend  # noqa: E402
 
 rg.register_all()
 
@@ -218,3 +222,21 @@ def test_partial_credit_is_the_reward_and_not_correct():
 def test_shared_dataset_is_cached_per_arguments():
     assert shared_dataset("leg_counting", 500, 42) is shared_dataset("leg_counting", 500, 42)
     assert shared_dataset("leg_counting", 500, 42) is not shared_dataset("leg_counting", 499, 42)
+
+
+@pytest.mark.anyio
+async def test_a_python_tool_episode_computes_then_answers():
+    backend = make_backend("local")
+    async with Runtime(backend, PoolConfig(min_idle=1, max_size=2, spec=SPEC)) as runtime:
+        env = gem.make("rg:leg_counting")
+        for wrap in get_wrapper_fns("python_tool", runtime=runtime):
+            env = wrap(env)
+        await env.areset(seed=0)
+        answer = env.entry["answer"]  # what a model would work out with the tool
+        tool_obs, _, terminated, _, info = await env.astep(f"<python>print({answer!r})</python>")
+        assert tool_obs.startswith(f"Code execution result: {answer}") and info["tool_status"] == "ok"
+        assert not terminated
+        _, reward, terminated, _, info = await env.astep(f"The total is \\boxed{{{answer}}}.")
+        assert reward == 1.0 and terminated and info["status"] == "ok" and info["correct"]
+        await env.aclose()
+    await backend.aclose()
