@@ -155,6 +155,17 @@ async def test_an_answer_without_code_is_a_format_error(runtime: Runtime):
 
 
 @pytest.mark.anyio
+async def test_no_sandbox_to_score_on_is_an_infra_error_to_mask_not_a_zero():
+    backend = make_sandbox_backend("local")
+    async with Runtime(backend, PoolConfig(min_idle=0, max_size=1, acquire_timeout=0.5, spec=SPEC)) as rt:
+        env = await sample_env(rt, SUM)
+        async with rt.lease():  # the only sandbox, busy for the whole step
+            _, reward, terminated, _, info = await env.astep(fenced(SUM_PY))
+        assert (reward, terminated, info["status"], info["passed"]) == (0.0, True, "infra_error", 0)
+    await backend.aclose()
+
+
+@pytest.mark.anyio
 async def test_a_tool_using_episode_tries_code_then_answers(runtime: Runtime):
     env = CodeEnv(sample=True, runtime=runtime)
     for wrap in get_wrapper_fns("python_tool", runtime=runtime):

@@ -19,6 +19,7 @@ from typing import Any
 from gem_sandbox.core import Env, ResetReturn, StepReturn
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.sandbox.errors import BackendNotAvailable, SandboxCrashed, SandboxUnavailable
 from gem_sandbox.sync import SyncRuntime, resolve_runtime
 
 from .extract import last_code_block
@@ -83,8 +84,13 @@ class ScoredCodeEnv(Env[str, str]):
         if len(code.encode()) > MAX_SOURCE_BYTES:
             return Outcome(Category.ERROR, 0, self.tests_of(task), detail=f"the code is over {MAX_SOURCE_BYTES} bytes")
         runtime = await resolve_runtime(self.runtime)
-        async with runtime.lease() as sandbox:
-            return await self.score_on(sandbox, code, task)
+        try:
+            async with runtime.lease() as sandbox:
+                return await self.score_on(sandbox, code, task)
+        except BackendNotAvailable:
+            raise  # nothing can score here at all: the caller's to fix, not a sample to mask
+        except (SandboxUnavailable, SandboxCrashed) as exc:  # no sandbox, or it died mid-score
+            return Outcome(Category.INFRA_ERROR, 0, self.tests_of(task), detail=str(exc))
 
     def reward_of(self, outcome: Outcome) -> float:
         if self.reward == "fraction":
