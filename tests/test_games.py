@@ -38,6 +38,9 @@ GAMES = [
     "Sudoku",
     "TowerofHanoi",
     "Game2048",
+    "Sokoban",
+    "Crosswords",
+    "WordSearch",
 ]
 #: GEM 0.1.0's registered ids for these games, and the id its README uses.
 GEM_IDS = {f"game:{game}-v0-{level}" for game in GAMES for level in ("easy", "hard", "random")}
@@ -203,6 +206,9 @@ SECRETS: dict[str, Callable[[Any], object]] = {
     "game:Sudoku-v0-easy": lambda env: str(env.solution),
     "game:Game2048-v0-easy": lambda env: str(env.board),
     "game:TowerofHanoi-v0-random": lambda env: env.num_disks,
+    "game:Sokoban-v0-easy": lambda env: env.render(),
+    "game:Crosswords-v0-easy": lambda env: str(env.solution),
+    "game:WordSearch-v0-easy": lambda env: str(env.grid),
 }
 
 

@@ -89,6 +89,31 @@ GAMES: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             "v0-random": dict(target_tile=None, max_turns=None),
         },
     ),
+    "Sokoban": (
+        "sokoban:SokobanEnv",
+        {
+            "v0-easy": dict(dim_room=(6, 6), num_boxes=2, max_turns=20),
+            "v0-hard": dict(dim_room=(8, 8), num_boxes=4, max_turns=50),
+            # GEM registers room_size=None, which its SokobanEnv swallows; dim_room is meant.
+            "v0-random": dict(dim_room=None, num_boxes=None, max_turns=None),
+        },
+    ),
+    "Crosswords": (
+        "crosswords:CrosswordsEnv",
+        {
+            "v0-easy": dict(hardcore=False, max_turns=30, num_words=3),
+            "v0-hard": dict(hardcore=True, max_turns=40, num_words=3),
+            "v0-random": dict(hardcore=None, max_turns=None, num_words=None),
+        },
+    ),
+    "WordSearch": (
+        "word_search:WordSearchEnv",
+        {
+            "v0-easy": dict(num_words=5, max_turns=20, hardcore=False),
+            "v0-hard": dict(num_words=5, max_turns=20, hardcore=True),
+            "v0-random": dict(num_words=None, max_turns=None, hardcore=None),
+        },
+    ),
 }
 
 
