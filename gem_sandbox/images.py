@@ -44,6 +44,8 @@ CONTEXT_PACKAGE = "gem_sandbox_images"  # the repository's images/, see pyprojec
 _CONFIG_INSTRUCTIONS = ("ENV", "WORKDIR", "CMD", "ENTRYPOINT", "USER")
 # Directories the Dockerfile's RUN line creates; the offline root needs them too.
 _IMAGE_DIRS = ("work", "opt/gem-sandbox/gem_agent")
+# The links the Dockerfile's RUN line makes (name -> target), for terminal tasks' paths.
+_IMAGE_LINKS = {"app": "/work", "tests": "/tmp/gem-sandbox-tests", "logs": "/tmp/gem-sandbox-logs"}
 # What the Dockerfile's RUN line deletes (package indexes, caches, docs, translations), plus
 # debootstrap's logs.
 _TRIM = (
@@ -248,6 +250,9 @@ def _trim(root: Path) -> None:
                 child.unlink()
     for rel in _IMAGE_DIRS:
         (root / rel).mkdir(parents=True, exist_ok=True)
+    for name, target in _IMAGE_LINKS.items():
+        (root / name).unlink(missing_ok=True)
+        (root / name).symlink_to(target)
 
 
 def _import(client: docker.DockerClient, root: Path, tag: str) -> None:

@@ -31,6 +31,16 @@ async def test_write_under_a_destination_dir(sandbox: Sandbox):
     assert (await sandbox.run("print(open('pkg/x.py').read())")).stdout == "print(1)\n"
 
 
+async def test_executables_and_empty_directories_are_written_as_named(sandbox: Sandbox):
+    await sandbox.write_files(
+        {"bin/run.sh": "#!/bin/sh\necho ran\n", "notes.txt": "n"},
+        executable=["bin/run.sh"],
+        directories=["empty/inner", "bin"],
+    )
+    result = await sandbox.run("./bin/run.sh && test ! -x notes.txt && test -d empty/inner && ls -A empty/inner", "bash")
+    assert (result.status, result.stdout) == (Status.OK, "ran\n")
+
+
 async def test_runs_can_change_written_files_and_dirs(sandbox: Sandbox):
     await sandbox.write_files({"d/f.txt": "v1"})
     result = await sandbox.run(

@@ -320,11 +320,19 @@ class Sandbox:
         """Drop the kernel's namespace; the next :meth:`kernel_exec` starts a fresh one."""
         await self._request({"op": "kernel_restart", "kernel": kernel}, wait=CONTROL_TIMEOUT)
 
-    async def write_files(self, files: Mapping[str, bytes | str], *, dest: str = ".") -> None:
-        """Write files under ``dest`` in the work dir (paths relative to it)."""
+    async def write_files(
+        self,
+        files: Mapping[str, bytes | str],
+        *,
+        dest: str = ".",
+        executable: Collection[str] = (),
+        directories: Collection[str] = (),
+    ) -> None:
+        """Write files under ``dest`` in the work dir (paths relative to it); those named in
+        ``executable`` can be run; ``directories`` are made too, even if no file goes in them."""
         if dest not in ("", "."):
             transfer.check_path(dest)
-        archive = await transfer.pack(files)
+        archive = await transfer.pack(files, executable, directories)
         await self._request({"op": "write_files", "dest": dest}, archive, wait=CONTROL_TIMEOUT)
 
     async def read_files(self, paths: Sequence[str]) -> dict[str, bytes]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import tarfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TypeVar
 
 import anyio.to_thread
@@ -25,6 +25,7 @@ from gem_sandbox.sandbox.errors import UnsafePath
 OFF_LOOP_BYTES = 1024 * 1024  # file bytes past which tar work leaves the event loop
 OFF_LOOP_FILES = 8  # files past which tar work leaves the event loop
 FILE_MODE = 0o664  # of files written into the work dir
+EXEC_MODE = 0o775  # of the files a write names as executable
 
 _T = TypeVar("_T")
 
@@ -38,13 +39,17 @@ def check_path(path: str) -> None:
         raise UnsafePath(str(exc)) from None
 
 
-async def pack(files: Mapping[str, bytes | str]) -> bytes:
-    """A tar stream of ``files`` (path -> content; text is written as UTF-8)."""
+async def pack(
+    files: Mapping[str, bytes | str], executable: Collection[str] = (), directories: Collection[str] = ()
+) -> bytes:
+    """A tar stream of ``directories`` (made first, empty or not) and ``files`` (path ->
+    content; text is written as UTF-8); the paths in ``executable`` get the exec bits."""
     files = dict(files)  # a copy: other tasks may change theirs while a worker thread packs
-    for path in files:
+    for path in [*directories, *files]:
         check_path(path)
     size = sum(len(content) for content in files.values())
-    return await _in_place_or_off_loop(size, len(files), _pack, files)
+    work = (files, frozenset(executable), tuple(directories))
+    return await _in_place_or_off_loop(size, len(files) + len(directories), _pack, *work)
 
 
 async def unpack(archive: bytes, paths: Sequence[str]) -> dict[str, bytes]:
@@ -60,14 +65,19 @@ async def _in_place_or_off_loop(
     return work(*args)
 
 
-def _pack(files: Mapping[str, bytes | str]) -> bytes:
+def _pack(files: Mapping[str, bytes | str], executable: frozenset[str], directories: Sequence[str]) -> bytes:
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
+        for path in directories:
+            info = tarfile.TarInfo(path)
+            info.type = tarfile.DIRTYPE
+            info.mode = EXEC_MODE
+            tar.addfile(info)
         for path, content in files.items():
             data = protocol.text_bytes(content) if isinstance(content, str) else bytes(content)
             info = tarfile.TarInfo(path)
             info.size = len(data)
-            info.mode = FILE_MODE
+            info.mode = EXEC_MODE if path in executable else FILE_MODE
             tar.addfile(info, io.BytesIO(data))
     return archive.getvalue()
 
