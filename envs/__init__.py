@@ -2,9 +2,10 @@
 
 
 def register_envs() -> None:
-    from gem_sandbox_envs import code, games, math, rg
+    from gem_sandbox_envs import code, games, math, qa, rg
 
     games.register_all()
     math.register_all()
     rg.register_all()
     code.register_all()
+    qa.register_all()

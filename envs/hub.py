@@ -8,6 +8,7 @@ shipped with the env (``sample=True``). A download that fails raises one
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -25,6 +26,13 @@ def describe(dataset_name: str, split: str | None, data_path: object | None, sam
     if data_path is not None:
         return f"local file {data_path}"
     return f"download: {dataset_name}" + (f" (split {split})" if split else "")
+
+
+def describe_kwargs(kwargs: Mapping[str, Any]) -> str:
+    """:func:`describe` from an env's registered kwargs, for its ``describe_source``."""
+    return describe(
+        kwargs.get("dataset_name", ""), kwargs.get("split"), kwargs.get("data_path"), kwargs.get("sample", False)
+    )
 
 
 def download(dataset_name: str, split: str | None, *, extra: str, offline: str) -> Any:

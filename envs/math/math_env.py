@@ -18,8 +18,9 @@ from typing import Any
 
 from gem_sandbox_envs.math.answer_check import CHECK_TIMEOUT, default_checker
 from gem_sandbox_envs.math.arithmetic import TERMINAL_STATE
-from gem_sandbox_envs.hub import describe
+from gem_sandbox_envs import hub
 from gem_sandbox_envs.math.sources import StrPath, load
+from gem_sandbox_envs.rows import EpochOrder
 
 from gem_sandbox.core import Env, ResetReturn, StepReturn
 from gem_sandbox.utils.parsing import last_boxed_answer
@@ -51,36 +52,20 @@ class MathEnv(Env[str, str]):
             raise ModuleNotFoundError(
                 "math envs check answers with math-verify: pip install 'gem-sandbox[math]'", name="math_verify"
             )
-        self.source = describe(dataset_name, split, data_path, sample)
+        self.source = hub.describe(dataset_name, split, data_path, sample)
         self.problems = load(dataset_name, split, data_path, sample, question_key, answer_key)
         self.check_timeout = check_timeout
         self.question = ""
         self.answers: tuple[str, ...] = ()
-        self._order: list[int] = []  # the rest of this epoch, served from the end
+        self._order = EpochOrder("problem")
 
     @classmethod
-    def describe_source(
-        cls,
-        dataset_name: str = "",
-        split: str | None = None,
-        data_path: StrPath | None = None,
-        sample: bool = False,
-        **_: Any,
-    ) -> str:
-        return describe(dataset_name, split, data_path, sample)
+    def describe_source(cls, **kwargs: Any) -> str:
+        return hub.describe_kwargs(kwargs)
 
     def reset(self, seed: int | None = None, idx: int | None = None, **kwargs: Any) -> ResetReturn:
         self.seed_rng(seed)
-        if idx is not None:
-            if not 0 <= idx < len(self.problems):
-                raise IndexError(f"idx {idx} is out of range: {self.source} has {len(self.problems)} problems")
-        elif seed is not None:
-            idx = self.rng.randrange(len(self.problems))
-        else:
-            if not self._order:
-                self._order = list(range(len(self.problems)))
-                self.rng.shuffle(self._order)
-            idx = self._order.pop()
+        idx = self._order.pick(self.rng, seed, idx, len(self.problems), self.source)
         self.question, self.answers = self.problems.questions[idx], self.problems.answers[idx]
         return self.question, {}
 

@@ -6,6 +6,13 @@ wraps, a tool wrapper builds its own tools for each env: the wrapper owns and cl
 closing one env cannot close a tool another still uses. Their sandboxes (and the search tool's
 HTTP session) come from ``runtime``: the caller's :class:`~gem_sandbox.runtime.Runtime`, or,
 for sync callers, the process default, and close with it.
+
+The search tool searches the env's own corpus when the env carries one: an env whose
+questions are about a corpus it ships exposes ``search_index`` on its unwrapped env (the path
+of a built :mod:`gem_sandbox.search.index` index, or a :class:`SearchIndex`; None or absent
+when it has none), and the search wrappers hand that to the tool, with no server. That index
+wins over ``$SEARCH_URL``: a general retrieval server cannot answer questions about a private
+corpus. Envs without one search ``$SEARCH_URL`` as in GEM.
 """
 
 from __future__ import annotations
@@ -30,16 +37,16 @@ AnyRuntime = Runtime | SyncRuntime | None
 
 
 def _tool_wrapper(
-    make_tool: Callable[[AnyRuntime], Tool], tool_reward: float, tool_success_reward: float
+    make_tool: Callable[[AnyRuntime, Env], Tool], tool_reward: float, tool_success_reward: float
 ) -> Callable[..., WrapperFn]:
     """A factory entry for a tool wrapper on the caller's runtime; each env it wraps gets a
-    tool of its own, owned by its wrapper."""
+    tool of its own, made for that env and owned by its wrapper."""
 
     def build(runtime: AnyRuntime = None) -> WrapperFn:
         def wrap(env: Env) -> Env:
             return ToolEnvWrapper(
                 env,
-                tools=[make_tool(runtime)],
+                tools=[make_tool(runtime, env)],
                 tool_reward=tool_reward,
                 tool_success_reward=tool_success_reward,
                 max_tool_uses=5,
@@ -48,6 +55,13 @@ def _tool_wrapper(
         return wrap
 
     return build
+
+
+def _search_tool(runtime: AnyRuntime, env: Env) -> SearchTool:
+    """GEM's search tool for ``env``: on the env's own corpus index when it has one (the
+    duck-typed ``search_index`` of the unwrapped env), else on ``$SEARCH_URL``."""
+    index = getattr(env.unwrapped, "search_index", None)
+    return SearchTool(topk=3, timeout=5, index=index, runtime=runtime)
 
 
 def _plain(fn: Callable[..., Env]) -> Callable[..., WrapperFn]:
@@ -61,14 +75,14 @@ def _plain(fn: Callable[..., Env]) -> Callable[..., WrapperFn]:
 
 
 WRAPPER_FACTORY: dict[str, Callable[..., WrapperFn]] = {
-    "python_tool": _tool_wrapper(lambda rt: PythonCodeTool(timeout=5, runtime=rt), 0.05, 0.25),
-    "python_tool_no_int_reward": _tool_wrapper(lambda rt: PythonCodeTool(timeout=5, runtime=rt), 0.0, 0.0),
+    "python_tool": _tool_wrapper(lambda rt, env: PythonCodeTool(timeout=5, runtime=rt), 0.05, 0.25),
+    "python_tool_no_int_reward": _tool_wrapper(lambda rt, env: PythonCodeTool(timeout=5, runtime=rt), 0.0, 0.0),
     "python_tool_no_int_reward_last_line_error": _tool_wrapper(
-        lambda rt: PythonCodeTool(timeout=5, keep_error_last_line=True, runtime=rt), 0.0, 0.0
+        lambda rt, env: PythonCodeTool(timeout=5, keep_error_last_line=True, runtime=rt), 0.0, 0.0
     ),
-    "calculator_tool": _tool_wrapper(lambda rt: CalculatorTool(), 0.05, 0.25),
-    "search_tool": _tool_wrapper(lambda rt: SearchTool(topk=3, timeout=5, runtime=rt), 0.3, 0.0),
-    "search_tool_no_int_reward": _tool_wrapper(lambda rt: SearchTool(topk=3, timeout=5, runtime=rt), 0.0, 0.0),
+    "calculator_tool": _tool_wrapper(lambda rt, env: CalculatorTool(), 0.05, 0.25),
+    "search_tool": _tool_wrapper(_search_tool, 0.3, 0.0),
+    "search_tool_no_int_reward": _tool_wrapper(_search_tool, 0.0, 0.0),
     "concat": _plain(partial(ObservationWrapper, include_action=False, include_chat_template=False)),
     "concat_with_action": _plain(partial(ObservationWrapper, include_action=True, include_chat_template=False)),
     "concat_chat": _plain(partial(ObservationWrapper, include_action=True, include_chat_template=True)),
