@@ -1,8 +1,8 @@
 """The trusted side of the HumanEval harness: the test, the expected values, and the verdict.
 
 Sandbox code (see ``wire``), run in a kernel of its own uid beside the solution. Its first
-cell (this source, then ``seal`` and ``wire``) isolates the interpreter and offers a public
-key (``EXCHANGE``); the second, ``main(...)``, opens the sealed prompt and test, so they exist
+cell (:mod:`gem_sandbox_envs.isolation`, this source, then ``seal`` and ``wire``) isolates the
+interpreter and offers a public key (``EXCHANGE``); the second, ``main(...)``, opens the sealed prompt and test, so they exist
 in the clear only in this process, whose memory, stdout and signals the solution's uid cannot
 reach. It calls ``check(candidate)`` where ``candidate`` sends each call to the solution over
 the socket and accepts only a literal back, within ``call_timeout`` seconds (the first
@@ -16,34 +16,14 @@ answer that is no literal: an object, a ``repr`` trick); ``too_large``; ``timeou
 answer in time); ``lost`` (the solution stopped serving or never started).
 """
 
+# The cell runs gem_sandbox_envs.isolation first: every import here comes after it.
+import base64
+import json
 import os
+import socket
 import sys
-
-
-def isolate():
-    """``python -I`` by hand, for this is a fork of the agent's warm interpreter: drop every
-    ``sys.path`` entry another uid could write to (the work dir is entry 0, ``/tmp``), or
-    could create later (a missing one), so no import here or in the test can be redirected.
-    It runs before this program's other imports (``os`` and ``sys`` are loaded already)."""
-    unsafe = [os.path.realpath(os.getcwd()), os.path.realpath(os.environ.get("TMPDIR", "/tmp"))]
-
-    def safe(entry):
-        path = os.path.realpath(entry or ".")
-        inside = any(path == top or path.startswith(top + os.sep) for top in unsafe)
-        return bool(entry) and not inside and os.path.exists(path) and not os.access(path, os.W_OK)
-
-    sys.path[:] = [entry for entry in sys.path if safe(entry)]
-    sys.path_importer_cache.clear()
-    sys.dont_write_bytecode = True
-
-
-isolate()
-
-import base64  # noqa: E402  (after isolate, like every import of this program)
-import json  # noqa: E402
-import socket  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
+import time
+import traceback
 
 TEST_FILE = "<test>"
 REFUSED_GRACE = 0.5  # seconds

@@ -36,7 +36,6 @@ import textwrap
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
-from importlib.resources import files
 from typing import Any
 
 import anyio
@@ -46,6 +45,8 @@ from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import BackendNotAvailable
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.sync import SyncRuntime
+
+from gem_sandbox_envs import sandbox_code
 
 from . import seal
 from .base import ScoredCodeEnv
@@ -82,9 +83,8 @@ def _host_keys() -> seal.KeyExchange:
     return seal.KeyExchange()
 
 
-@cache
 def _source(name: str) -> str:
-    return files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return sandbox_code.source(__package__, name)
 
 
 def read_problems(data_path: str | None = None) -> list[dict[str, Any]]:
@@ -114,10 +114,10 @@ def solution_source(problem: Mapping[str, Any], code: str, socket_name: str) -> 
 
 @cache
 def harness_boot() -> str:
-    """The harness kernel's first cell: isolate (``harness`` comes first for that), define
-    everything, print the public value."""
+    """The harness kernel's first cell: isolate (:mod:`gem_sandbox_envs.isolation` comes
+    first for that), define everything, print the public value."""
     sources = (_source(name) for name in ("harness.py", "seal.py", "wire.py"))
-    return "\n".join(sources) + "\nEXCHANGE = KeyExchange()\nprint(EXCHANGE.public)\n"
+    return "\n".join([sandbox_code.isolation(), *sources]) + "\nEXCHANGE = KeyExchange()\nprint(EXCHANGE.public)\n"
 
 
 def harness_check(problem: Mapping[str, Any], socket_name: str, call_timeout: float, public: int) -> str:
