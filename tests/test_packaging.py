@@ -90,7 +90,9 @@ def test_wheel_installs_into_a_fresh_venv_and_makes_a_catalogue_env(installed: P
     script = (
         "import gem_sandbox as gem, gem_sandbox_envs, sys;"
         "assert 'site-packages' in gem_sandbox_envs.__file__, gem_sandbox_envs.__file__;"
-        "env = gem.make('game:Wordle-v0-easy'); obs, _ = env.reset(seed=1); print(type(env).__name__)"
+        "env = gem.make('game:Wordle-v0-easy'); obs, _ = env.reset(seed=1); print(type(env).__name__);"
+        "env = gem.make('qa:FictionalWorld-v0'); env.reset(seed=1); print(env.search_index.is_file());"
+        "from gem_sandbox_envs.terminal import shipped_names; print(len(shipped_names()))"
     )
     out = subprocess.run([installed, "-c", script], check=True, capture_output=True, text=True, cwd=tmp_path)
-    assert out.stdout.strip() == "WordleEnv"
+    assert out.stdout.split() == ["WordleEnv", "True", "10"]

@@ -1,0 +1,3 @@
+#!/bin/bash
+# Nothing to prepare: the work dir starts empty.
+true
