@@ -16,7 +16,8 @@ from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox_envs.code.base import TERMINAL_STATE
 from gem_sandbox_envs.terminal import shipped_names
-from gem_sandbox_envs.terminal.env import TaskNeedsImage, TerminalEnv, solution_action
+from gem_sandbox_envs.terminal.env import TerminalEnv, solution_action
+from gem_sandbox_envs.terminal.images import TaskImageUnavailable, task_tag
 from gem_sandbox_envs.terminal.tasks import TaskError, load_task, load_tasks, shipped_tasks
 from tests.docker_fixtures import sandbox_image, docker_client  # noqa: F401  (fixtures)
 from tests.tool_fixtures import SPEC, make_backend
@@ -81,17 +82,6 @@ def test_every_shipped_task_has_an_id():
     assert "terminal:Shipped-v0" in registered_envs()
 
 
-def test_a_task_with_its_own_image_is_refused_with_the_reason(tmp_path: Path):
-    task_dir = tmp_path / "own-image"
-    shutil.copytree(Path(TASKS["hello-file"].dockerfile).parent.parent, task_dir)
-    (task_dir / "environment" / "Dockerfile").write_text("FROM python:3.12-slim\nRUN pip install numpy\n")
-    task = load_task(task_dir)
-    assert task.own_image
-    env = TerminalEnv(tasks=task_dir)
-    with pytest.raises(TaskNeedsImage, match="needs its own image"):
-        env.reset()
-
-
 def test_directories_that_are_not_tasks_are_refused(tmp_path: Path):
     with pytest.raises(TaskError, match="neither task.toml"):
         load_task(tmp_path)
@@ -122,6 +112,54 @@ async def test_reference_solution_passes_and_an_empty_attempt_fails(runtime: Run
     assert (reward, info["status"]) == (1.0, "ok"), info
     reward, info = await play(runtime, name)
     assert reward < 1.0 and info["status"] == "wrong_answer", info
+
+
+def own_image_task(root: Path, dockerfile: str) -> Path:
+    """A Terminal-Bench task whose Dockerfile makes its files (no setup.sh): an image of its own."""
+    (root / "tests").mkdir(parents=True)
+    (root / "Dockerfile").write_text(dockerfile)
+    (root / "task.yaml").write_text("instruction: Sort /app/data/numbers.txt numerically into /app/sorted.txt.\n")
+    (root / "solution.sh").write_text("sort -n /app/data/numbers.txt > /app/sorted.txt\n")
+    (root / "tests" / "test_outputs.py").write_text(
+        "def test_sorted():\n    assert open('/app/sorted.txt').read() == '1\\n2\\n10\\n'\n\n\n"
+        "def test_input_kept():\n    assert open('/app/data/numbers.txt').read() == '10\\n1\\n2\\n'\n"
+    )
+    return root
+
+
+@pytest.mark.docker
+async def test_a_task_with_its_own_image_is_built_and_played_on_it(runtime: Runtime, tmp_path: Path):
+    # FROM the local project image, so the build needs no registry; like a Terminal-Bench image,
+    # it keeps the task's files in a real /app.
+    dockerfile = (
+        "FROM gem-sandbox/sandbox:latest\n"
+        "RUN rm /app && mkdir -p /app/data && printf '10\\n1\\n2\\n' > /app/data/numbers.txt\n"
+        "WORKDIR /app\n"
+    )
+    task_dir = own_image_task(tmp_path / "sort-numbers", dockerfile)
+    task = load_task(task_dir)
+    assert task.own_image and task_tag(task).startswith("gem-sandbox/task-sort-numbers:")
+    env = TerminalEnv(tasks=task_dir, runtime=runtime)
+    try:
+        obs, _ = await env.areset()
+        assert "Sort /app/data/numbers.txt" in obs
+        listing, *_ = await env.astep("<bash>cat /app/data/numbers.txt | tr '\\n' ,</bash>")
+        assert "10,1,2," in listing  # the image's /app, copied into the work dir
+        assert (await env.astep("<finish/>"))[1] == 0.5  # the input is kept, nothing sorted
+        await env.areset()
+        await env.astep(solution_action(task))
+        assert (await env.astep("<finish/>"))[1:3] == (1.0, True)
+    finally:
+        await env.aclose()
+
+
+@pytest.mark.docker
+def test_a_task_image_that_cannot_be_built_says_why(tmp_path: Path, sandbox_image: str):  # noqa: F811
+    # FROM scratch has no shell for RUN, and needs no registry to find that out.
+    env = TerminalEnv(tasks=own_image_task(tmp_path / "broken-image", "FROM scratch\nRUN true\n"))
+    with pytest.raises(TaskImageUnavailable, match="broken-image"):
+        env.reset()
+    env.close()
 
 
 @pytest.mark.docker
@@ -262,3 +300,10 @@ async def test_programs_the_tests_run_cannot_forge_the_verdict(runtime: Runtime,
     reward, info = await play(runtime, name, forgery)
     assert (reward, info["status"]) == (0.0, "error"), info
     assert why in info["detail"]
+
+
+@pytest.mark.docker
+async def test_a_work_dir_too_big_to_carry_is_the_models_error_not_infra(runtime: Runtime):
+    flood = bash("mkdir -p junk && cd junk && seq 1 20001 | xargs touch && ls | wc -l")
+    reward, info = await play(runtime, "hello-file", flood)
+    assert (reward, info["status"]) == (0.0, "error") and "over 20000 files" in info["detail"], info

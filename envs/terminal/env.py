@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
+
 from gem_sandbox.core import Env, ResetReturn, StepReturn
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.client import Sandbox
@@ -35,8 +37,8 @@ from gem_sandbox_envs.code.base import TERMINAL_STATE
 from gem_sandbox_envs.code.outcome import Category, Outcome
 from gem_sandbox_envs.code.tasks import TaskCycle
 
-from . import verifier
-from .tasks import PROJECT_IMAGE, StrPath, TerminalTask, load_tasks, shipped_tasks
+from . import images, verifier
+from .tasks import StrPath, TerminalTask, load_tasks, shipped_tasks
 
 REWARDS = ("fraction", "all")
 SETUP_TIMEOUT = 120.0
@@ -47,11 +49,6 @@ _SOLUTION_END = "END_OF_REFERENCE_SOLUTION"
 class TerminalUnavailable(SandboxError, RuntimeError):
     """Terminal tasks need the project's Docker image (its ``/app``, ``/tests`` and ``/logs``)
     and a uid per run; this sandbox has not got them."""
-
-
-class TaskNeedsImage(SandboxError, RuntimeError):
-    """The task builds an image of its own (its Dockerfile does more than ``FROM
-    gem-sandbox/sandbox`` plus a ``setup.sh``)."""
 
 
 class TaskSetupFailed(RuntimeError):
@@ -100,8 +97,10 @@ class TerminalEnv(Env[str, str]):
         self.command_timeout = command_timeout
         self.reward = reward
         self.runtime = runtime
-        self.shell = ShellTool(timeout=command_timeout, runtime=runtime, max_output_chars=8000)
+        self.shell: ShellTool | None = None  # on the episode's runtime
         self.episode: Episode | None = None
+        self.episode_runtime: Runtime | None = None
+        self.task_runtimes: dict[str, Runtime] = {}  # image tag -> this env's runtime on it
         self.task: TerminalTask | None = None
         self.turns = 0
         self.failed_commands = 0
@@ -116,26 +115,39 @@ class TerminalEnv(Env[str, str]):
         self.seed_rng(seed)
         await self._end_episode()
         task: TerminalTask = self.cycle.draw(self.rng) if seed is not None else self.cycle.next()  # type: ignore[assignment]
-        if task.own_image:
-            raise TaskNeedsImage(
-                f"task {task.name} needs its own image ({task.dockerfile}); tasks whose "
-                f"Dockerfile builds FROM {PROJECT_IMAGE} with a setup.sh beside it run here"
-            )
         self.task, self.turns, self.failed_commands = task, 0, 0
+        runtime = self.episode_runtime = await self._runtime_for(task)
+        self.shell = ShellTool(timeout=self.command_timeout, runtime=runtime, max_output_chars=8000)
         self.episode = Episode()
-        runtime = await resolve_runtime(self.runtime)
-        sandbox = await self.episode.sandbox(runtime)
-        _check_sandbox(sandbox)
-        if task.setup is not None:
-            setup = await sandbox.run(task.setup, language="bash", timeout=SETUP_TIMEOUT)
-            if setup.status is not Status.OK:
-                await self._end_episode()
-                raise TaskSetupFailed(f"task {task.name}'s setup.sh ended {setup.status.value}: {setup.stderr[-500:]}")
+        try:
+            await self._set_up(task, await self.episode.sandbox(runtime))
+        except BaseException:
+            await self._end_episode()
+            raise
         self.deadline = time.monotonic() + task.agent_timeout
         return task.instruction, {"task": task.name}
 
+    async def _set_up(self, task: TerminalTask, sandbox: Sandbox) -> None:
+        _check_sandbox(sandbox)
+        setup = images.COPY_APP if task.own_image else task.setup
+        if setup is not None:
+            result = await sandbox.run(setup, language="bash", timeout=SETUP_TIMEOUT)
+            if result.status is not Status.OK:
+                raise TaskSetupFailed(f"task {task.name}'s setup ended {result.status.value}: {result.stderr[-500:]}")
+
+    async def _runtime_for(self, task: TerminalTask) -> Runtime:
+        """The caller's runtime, or for a task with its own image this env's runtime on that
+        image (built first; with the caller's pool settings)."""
+        runtime = await resolve_runtime(self.runtime)
+        if not task.own_image:
+            return runtime
+        tag = await anyio.to_thread.run_sync(images.build_task_image, task)
+        if tag not in self.task_runtimes:
+            self.task_runtimes[tag] = await Runtime("docker", runtime.config, image=tag).__aenter__()
+        return self.task_runtimes[tag]
+
     async def astep(self, action: str) -> StepReturn:
-        assert self.task is not None and self.episode is not None
+        assert self.task is not None and self.episode is not None and self.shell is not None
         self.turns += 1
         match = _ACTION.search(action)
         if match is None or match.group(1) != "bash":
@@ -145,7 +157,7 @@ class TerminalEnv(Env[str, str]):
         result = await self.shell.aexecute(call, self.episode)
         status = result.details.get("status")
         if status == Category.INFRA_ERROR.value:
-            return await self._finish("the sandbox failed mid-episode", infra=result.observation)
+            return await self._finish("the sandbox failed mid-episode", infra_error=result.observation)
         self.failed_commands += result.error
         observation = f"<bash_output>{result.observation}</bash_output>"
         if self.failed_commands >= self.max_failed_commands:
@@ -154,14 +166,14 @@ class TerminalEnv(Env[str, str]):
             return await self._finish("out of turns or time", truncated=True)
         return observation, 0.0, False, False, {"task": self.task.name}
 
-    async def _finish(self, note: str | None, *, truncated: bool = False, infra: str | None = None) -> StepReturn:
-        """End the episode: score the work dir, give the sandbox back."""
+    async def _finish(self, note: str | None, *, truncated: bool = False, infra_error: str | None = None) -> StepReturn:
+        """End the episode: score the work dir (unless the sandbox failed), give it back."""
         assert self.task is not None and self.episode is not None
         task = self.task
         try:
             verdict = (
-                verifier.Verdict(0.0, Outcome(Category.INFRA_ERROR, 0, 0, detail=infra))
-                if infra is not None
+                verifier.Verdict(0.0, Outcome(Category.INFRA_ERROR, 0, 0, detail=infra_error))
+                if infra_error is not None
                 else await self._verify(task)
             )
         finally:
@@ -172,8 +184,8 @@ class TerminalEnv(Env[str, str]):
         return TERMINAL_STATE, verdict.reward, True, truncated, info
 
     async def _verify(self, task: TerminalTask) -> verifier.Verdict:
-        assert self.episode is not None
-        runtime = await resolve_runtime(self.runtime)
+        assert self.episode is not None and self.episode_runtime is not None
+        runtime = self.episode_runtime
         try:
             product = await verifier.work_product(await self.episode.sandbox(runtime))
             return await verifier.verify(runtime, task, product, self.reward)
@@ -191,6 +203,9 @@ class TerminalEnv(Env[str, str]):
 
     async def aclose(self) -> None:
         await self._end_episode()
+        runtimes, self.task_runtimes = list(self.task_runtimes.values()), {}
+        for runtime in runtimes:
+            await runtime.__aexit__(None, None, None)
 
     def sample_random_action(self) -> str:
         return self.rng.choice(["<bash>ls -la</bash>", "<bash>pwd</bash>", "<finish>done</finish>"])
@@ -204,9 +219,11 @@ def _command(content: str) -> str:
     text = content.strip("\n")
     try:
         import yaml
-
+    except ModuleNotFoundError:
+        return text
+    try:
         parsed = yaml.safe_load(text)
-    except Exception:  # noqa: BLE001  not YAML at all: a plain command
+    except yaml.YAMLError:  # not YAML at all: a plain command
         return text
     if isinstance(parsed, dict) and isinstance(parsed.get("cmd"), str):
         return str(parsed["cmd"])

@@ -19,7 +19,8 @@ Harbor (its successor)::
 A task runs on the project's sandbox image when its Dockerfile builds ``FROM
 gem-sandbox/sandbox`` and a ``setup.sh`` sits beside it: the script then runs in the work dir
 (``/app``) as the episode starts, as the Dockerfile's ``RUN`` would at build time. Any other
-Dockerfile means the task needs an image of its own (:attr:`TerminalTask.own_image`).
+Dockerfile means the task needs an image of its own (:attr:`TerminalTask.own_image`), built
+from it by :mod:`.images`.
 
 The tests are read into memory here, on the host, and go into a sandbox only after the episode:
 nothing the model does can see, edit or remove them.

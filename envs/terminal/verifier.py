@@ -35,7 +35,7 @@ from typing import Any
 
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.client import Sandbox
-from gem_sandbox.sandbox.errors import FileTransferError, SandboxError
+from gem_sandbox.sandbox.errors import FileTransferError, SandboxError, UnsafePath
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox_envs.code.outcome import Category, Outcome, failure_of
@@ -141,24 +141,27 @@ async def verify(runtime: Runtime, task: TerminalTask, product: WorkProduct, rew
                 f"sandbox {sandbox.id} ({sandbox.backend}) runs every run as one uid, so the "
                 "programs a task's tests run could reach its verdict; use Docker"
             )
-        await sandbox.write_files(product.files, executable=product.executable, directories=product.directories)
+        try:
+            await sandbox.write_files(product.files, executable=product.executable, directories=product.directories)
+        except (FileTransferError, UnsafePath) as exc:  # what the model named or made, refused
+            raise WorkProductError(f"the work dir could not be written for the tests: {exc}") from None
         harbor = task.format == "harbor"
         channels = HARBOR_CHANNELS if harbor else (PYTEST_CHANNEL,)
         boot = await sandbox.kernel_exec(_prepare_cell(task, channels), kernel="verifier", timeout=BOOT_TIMEOUT)
-        if not boot.ok or boot.stdout.strip() != "ready":
+        if not boot.ok or boot.stdout.strip() != "ready":  # before any of the model's code ran
             raise SandboxError(f"the verifier harness did not start: {boot.status.value} {boot.stderr[-500:]}")
-        run = await sandbox.run(
-            _test_command(harbor), language="bash", timeout=task.test_timeout, env=TEST_ENV
-        )
+        run = await sandbox.run(_test_command(harbor), language="bash", timeout=task.test_timeout, env=TEST_ENV)
         collected = await sandbox.kernel_exec("collect()", kernel="verifier", timeout=BOOT_TIMEOUT)
-        if not collected.ok:
-            raise SandboxError(f"the verifier harness failed: {collected.status.value} {collected.stderr[-500:]}")
-        written: dict[str, str | None] = json.loads(collected.stdout)
     if run.status is Status.INFRA_ERROR:
         return Verdict(0.0, Outcome(Category.INFRA_ERROR, 0, 0, detail=run.stderr.strip()))
     if not _ended_by_itself(run):
-        category = failure_of(run)
-        return Verdict(0.0, Outcome(category, 0, 0, detail=f"the test run ended {run.status.value}"))
+        return Verdict(0.0, Outcome(failure_of(run), 0, 0, detail=f"the test run ended {run.status.value}"))
+    if not collected.ok:
+        # The sandbox is alive (a dead one raised), so what stopped the harness came from the
+        # test run: the model's programs, say, starving it. Not the infrastructure's failure.
+        detail = f"the verifier harness ended {collected.status.value} after the tests ran"
+        return Verdict(0.0, Outcome(Category.ERROR, 0, 0, detail=detail))
+    written: dict[str, str | None] = json.loads(collected.stdout)
     if harbor:
         return _harbor_verdict(written)
     return _pytest_verdict(written.get(PYTEST_CHANNEL), task, reward)
