@@ -274,6 +274,30 @@ FORGING_STATS = bash(
     chmod +x /app/stats.sh
     """
 )
+# A prefix that the real verdict completes: "1." before test.sh's "0" reads "1.0"; an open JSON
+# object before the runner's report holds it as a value. Written once, then the program exits.
+PREFIX_FIB = bash(
+    r"""
+    cat > /app/fib.py <<'PY'
+    import os
+    if not os.path.exists("/tmp/prefixed"):
+        open("/tmp/prefixed", "w").close()
+        with open("/logs/verifier/pytest.json", "w") as f:
+            f.write('{"exit": 0, "tests": {"test_outputs.py::test_known_values[0]": "passed"}, "real": ')
+    print(0)
+    PY
+    """
+)
+PREFIX_STATS = bash(
+    r"""
+    cat > /app/stats.sh <<'SH'
+    #!/bin/bash
+    if [ ! -e /tmp/prefixed ]; then : > /tmp/prefixed; printf 1. > /logs/verifier/reward.txt; fi
+    echo "0 0 0.00 0.00"
+    SH
+    chmod +x /app/stats.sh
+    """
+)
 KILLING_FIB = bash(
     r"""
     cat > /app/fib.py <<'PY'
@@ -290,11 +314,13 @@ KILLING_FIB = bash(
 @pytest.mark.parametrize(
     "name, forgery, why",
     [
-        (PYTEST_TASK, FORGING_FIB, "flooded by another writer"),
-        (HARBOR_TASK, FORGING_STATS, "does not hold one reward"),
+        (PYTEST_TASK, FORGING_FIB, "no report from the test runner alone"),
+        (PYTEST_TASK, PREFIX_FIB, "no report from the test runner alone"),
+        (HARBOR_TASK, FORGING_STATS, "does not hold one reward in one write"),
+        (HARBOR_TASK, PREFIX_STATS, "does not hold one reward in one write"),
         (PYTEST_TASK, KILLING_FIB, "ended killed"),
     ],
-    ids=["pytest-report-forged", "harbor-reward-raced", "runner-killed-after-forging"],
+    ids=["pytest-report-forged", "pytest-report-prefixed", "harbor-reward-raced", "harbor-reward-prefixed", "runner-killed"],
 )
 async def test_programs_the_tests_run_cannot_forge_the_verdict(runtime: Runtime, name: str, forgery: str, why: str):
     reward, info = await play(runtime, name, forgery)

@@ -2,15 +2,16 @@
 
 Sandbox code, run in a kernel of its own uid in the fresh verifier sandbox. Its first cell
 (:mod:`gem_sandbox_envs.isolation`, this source, then ``prepare(...)``) lays out what the test
-run may read but not change: the tests under ``/tests``, the pytest runner and an empty ini under ``/tmp/gem-sandbox-verifier``
-(all this uid's, read-only to others), and ``/logs/verifier`` (sticky and write-only to
-others), whose verdict files (``reward.txt``, ``reward.json``, the runner's ``pytest.json``)
-are fifos that only this process reads. The test run, another uid, can write to them but can
-neither read them nor replace them, so everything written to a verdict file reaches this
-process: a second writer (a program the tests ran, racing the verdict) adds bytes instead of
-replacing them, and the verdict no longer parses. ``collect()``, after the run ended and its
-processes were killed, drains the fifos and prints them as one JSON line on this process's
-own stdout, which no other uid can write to.
+run may read but not change: the tests under ``/tests``, the pytest runner and an empty ini
+under ``/tmp/gem-sandbox-verifier`` (all this uid's, read-only to others), and
+``/logs/verifier`` (sticky and write-only to others), whose verdict files (``reward.txt``,
+``reward.json``, the runner's ``pytest.json``) are fifos that only this process reads. The test
+run, another uid, can write to them but can neither read them nor replace them, so everything
+written to a verdict file reaches this process, each write as a chunk of its own: a second
+writer (a program the tests ran, racing the verdict) adds a write instead of replacing one,
+and the verdict is void. ``collect()``, after the run ended and its processes were killed,
+prints what each fifo received as one JSON line on this process's own stdout, which no other
+uid can write to.
 """
 
 # The cell runs gem_sandbox_envs.isolation first: every import here comes after it.
@@ -19,17 +20,19 @@ import fcntl
 import io
 import json
 import os
+import select
 import tarfile
+import threading
 
 TESTS = "/tmp/gem-sandbox-tests"  # /tests in the image
 LOGS = "/tmp/gem-sandbox-logs"  # /logs
 VERDICTS = LOGS + "/verifier"
 TOOLS = "/tmp/gem-sandbox-verifier"
-CHANNEL_BYTES = 1 << 20  # a fifo's buffer; a writer past it blocks until the run times out
+CHANNEL_BYTES = 1 << 20  # a fifo's buffer
 VERDICT_BYTES = 48 << 10  # the most of one channel reported: the cell's output has a cap
 F_SETPIPE_SZ = 1031
 
-CHANNELS = {}  # verdict file name -> the fifo's read end
+CHANNELS = {}  # verdict file name -> its Channel
 
 
 def prepare(tests, runner, channels):
@@ -44,35 +47,58 @@ def prepare(tests, runner, channels):
     os.mkdir(VERDICTS)
     os.chmod(VERDICTS, 0o1733)  # others may add files (a report), not list, remove or rename
     for name in channels:
-        path = VERDICTS + "/" + name
-        os.mkfifo(path)
-        os.chmod(path, 0o622)
-        # Read and write: the fifo always has a writer (this one), so draining never blocks
-        # and never sees an end; nothing is ever written through this end.
-        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
-        fcntl.fcntl(fd, F_SETPIPE_SZ, CHANNEL_BYTES)
-        CHANNELS[name] = fd
+        CHANNELS[name] = Channel(VERDICTS + "/" + name)
     print("ready")
 
 
-def collect():
-    """Print ``{name: text written to it}`` for every channel, as one JSON line; a channel
-    given more than ``VERDICT_BYTES`` holds no verdict (a flood from another writer) and is
-    reported as None."""
-    written = {}
-    for name, fd in CHANNELS.items():
-        chunks = []
+class Channel:
+    """One verdict fifo, drained by a thread as it is written, so each write arrives as a
+    chunk of its own: a second writer shows as a second chunk, even one that wrote a prefix
+    for the real verdict to complete."""
+
+    def __init__(self, path):
+        os.mkfifo(path)
+        os.chmod(path, 0o622)
+        # Read and write: the fifo always has a writer (this process), so it never reads as
+        # ended; nothing is ever written through this end.
+        self.fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        fcntl.fcntl(self.fd, F_SETPIPE_SZ, CHANNEL_BYTES)
+        self.chunks = []
+        self.size = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
+
+    def _drain(self):
+        while not self.stopping.is_set():
+            if select.select([self.fd], [], [], 0.05)[0]:
+                self._take(os.read(self.fd, 65536))
+
+    def _take(self, chunk):
+        self.size += len(chunk)
+        if self.size <= VERDICT_BYTES:
+            self.chunks.append(chunk)
+
+    def result(self):
+        """``{"text": ..., "writes": n}``, or None when flooded past ``VERDICT_BYTES``."""
+        self.stopping.set()
+        self.thread.join()
+        os.set_blocking(self.fd, False)
         while True:
             try:
-                chunk = os.read(fd, 65536)
+                chunk = os.read(self.fd, 65536)
             except BlockingIOError:
                 break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        data = b"".join(chunks)
-        written[name] = data.decode("utf-8", "replace") if len(data) <= VERDICT_BYTES else None
-        os.close(fd)
+            self._take(chunk)
+        os.close(self.fd)
+        if self.size > VERDICT_BYTES:
+            return None
+        return {"text": b"".join(self.chunks).decode("utf-8", "replace"), "writes": len(self.chunks)}
+
+
+def collect():
+    """Print ``{name: Channel.result()}`` for every channel, as one JSON line."""
+    written = {name: channel.result() for name, channel in CHANNELS.items()}
     CHANNELS.clear()
     print(json.dumps(written))
 

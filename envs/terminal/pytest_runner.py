@@ -6,14 +6,20 @@ run (the model's, same uid, exec'd after this) cannot read or write its memory o
 file descriptors through ``/proc`` or ptrace. pytest gets the harness's empty ini, the tests'
 own directory as its root and conftest boundary, and no plugins from the environment or the
 cache: nothing in the work dir changes what is collected or how it is reported. The report
-goes to the harness's ``pytest.json`` fifo, never to stdout, which the tests' programs share.
+goes to the harness's ``pytest.json`` fifo, never to stdout, which the tests' programs share,
+and starts with a token only this process and the host know, so no other writer can make the
+report its own (by writing a prefix the real report completes, say).
 """
 
 import ctypes
+import os
 import sys
 
 PR_SET_DUMPABLE = 4
 ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+# The host's secret for this run, which starts the report: out of the environment before any
+# test runs, so no program a test starts inherits it (and /proc shows it to no one else).
+TOKEN = os.environ.pop("VERIFIER_TOKEN", "")
 
 import json  # noqa: E402
 
@@ -49,7 +55,7 @@ def main():
     args = ["-c", INI, "--rootdir", TESTS, "--confcutdir", TESTS, "-p", "no:cacheprovider", "-q", TESTS]
     code = pytest.main(args, plugins=[outcomes])
     with open(REPORT, "w") as report:
-        json.dump({"exit": int(code), "tests": outcomes.tests}, report)
+        report.write(TOKEN + json.dumps({"exit": int(code), "tests": outcomes.tests}))
     return int(code)
 
 

@@ -2,8 +2,8 @@
 
 The model worked in its episode sandbox; the tests never went there. When the episode ends:
 
-1. its work product, the regular files under the work dir (``/app``) with their exec bits, is
-   read out of the episode sandbox as data;
+1. its work product, the regular files and directories under the work dir (``/app``), with
+   their exec bits, is read out of the episode sandbox as data;
 2. a *fresh* sandbox is leased for the verdict: it never ran a model command, so a replaced
    ``pytest``, a planted result file, a background process or anything else outside the work
    dir did not come along; the work product is written into its work dir;
@@ -15,10 +15,12 @@ The model worked in its episode sandbox; the tests never went there. When the ep
 5. the harness reads what reached the verdict files. The verdict is that, from the harness's
    own stdout, and the test run's status as the agent saw it: never the tests' output.
 
-Harbor's ``test.sh`` writes its reward itself, and so could a program it runs (same uid): a
-second write to the fifo voids the verdict rather than replacing it, but a program that kills
-or ptraces ``test.sh``'s shell before it writes could still forge one. Terminal-Bench tests
-under the runner are undumpable and safe from that; see SECURITY.md.
+A program the tests run shares their uid and can write to the fifos too, but cannot make the
+verdict its own: the runner's report must start with a token from the host that no other
+process holds, and a Harbor reward must arrive in one write, so a second report, a flood, or a
+prefix for the real verdict to complete voids it (``error``). What it still could do is ptrace
+Harbor's ``test.sh`` or its pytest, ordinary dumpable processes, and change what they write;
+the runner is undumpable and safe from that. See SECURITY.md.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ import io
 import json
 import math
 import re
+import secrets
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.client import Sandbox
@@ -60,6 +63,16 @@ TEST_ENV = {
 }
 _LISTING = "find . -mindepth 1 -xdev \\( -type f -o -type d \\) -printf '%y %m %s %P\\0'"
 _LISTING_LIMITS = RunLimits(max_output_bytes=8 << 20)
+
+
+class Received(TypedDict):
+    """What the harness saw arrive at one verdict fifo."""
+
+    text: str
+    writes: int
+
+
+OUTCOMES = frozenset({"passed", "failed", "error", "skipped"})  # the runner's words
 
 
 class VerifierUnavailable(SandboxError, RuntimeError):
@@ -150,7 +163,9 @@ async def verify(runtime: Runtime, task: TerminalTask, product: WorkProduct, rew
         boot = await sandbox.kernel_exec(_prepare_cell(task, channels), kernel="verifier", timeout=BOOT_TIMEOUT)
         if not boot.ok or boot.stdout.strip() != "ready":  # before any of the model's code ran
             raise SandboxError(f"the verifier harness did not start: {boot.status.value} {boot.stderr[-500:]}")
-        run = await sandbox.run(_test_command(harbor), language="bash", timeout=task.test_timeout, env=TEST_ENV)
+        token = secrets.token_hex(16)
+        env = {**TEST_ENV, "VERIFIER_TOKEN": token} if not harbor else TEST_ENV
+        run = await sandbox.run(_test_command(harbor), language="bash", timeout=task.test_timeout, env=env)
         collected = await sandbox.kernel_exec("collect()", kernel="verifier", timeout=BOOT_TIMEOUT)
     if run.status is Status.INFRA_ERROR:
         return Verdict(0.0, Outcome(Category.INFRA_ERROR, 0, 0, detail=run.stderr.strip()))
@@ -161,10 +176,10 @@ async def verify(runtime: Runtime, task: TerminalTask, product: WorkProduct, rew
         # test run: the model's programs, say, starving it. Not the infrastructure's failure.
         detail = f"the verifier harness ended {collected.status.value} after the tests ran"
         return Verdict(0.0, Outcome(Category.ERROR, 0, 0, detail=detail))
-    written: dict[str, str | None] = json.loads(collected.stdout)
+    written: dict[str, Received | None] = json.loads(collected.stdout)
     if harbor:
         return _harbor_verdict(written)
-    return _pytest_verdict(written.get(PYTEST_CHANNEL), task, reward)
+    return _pytest_verdict(written.get(PYTEST_CHANNEL), token, task, reward)
 
 
 def _prepare_cell(task: TerminalTask, channels: tuple[str, ...]) -> str:
@@ -193,15 +208,10 @@ def _ended_by_itself(run: ExecResult) -> bool:
     return run.status in (Status.OK, Status.ERROR) or (run.status is Status.OUTPUT_LIMIT and run.exit_code is not None)
 
 
-def _pytest_verdict(report: str | None, task: TerminalTask, reward: str) -> Verdict:
-    if report is None:
-        return Verdict(0.0, Outcome(Category.ERROR, 0, 0, detail="the test report was flooded by another writer"))
-    try:
-        parsed = json.loads(report)
-        tests = {str(k): str(v) for k, v in parsed["tests"].items()}
-    except (ValueError, KeyError, TypeError, AttributeError):
-        detail = "no report from the test runner" if not report else "the test report was not the runner's alone"
-        return Verdict(0.0, Outcome(Category.ERROR, 0, 0, detail=detail))
+def _pytest_verdict(received: Received | None, token: str, task: TerminalTask, reward: str) -> Verdict:
+    tests = _report(received, token)
+    if tests is None:
+        return Verdict(0.0, Outcome(Category.ERROR, 0, 0, detail="no report from the test runner alone"))
     if not tests:
         return Verdict(0.0, Outcome(Category.ERROR, 0, 0, detail="the tests collected nothing"))
     passed = [test for test, outcome in tests.items() if outcome == "passed"]
@@ -219,21 +229,37 @@ def _pytest_verdict(report: str | None, task: TerminalTask, reward: str) -> Verd
     return Verdict(score, outcome)
 
 
+def _report(received: Received | None, token: str) -> dict[str, str] | None:
+    """The runner's ``{test: outcome}``: the fifo must hold its token, then one JSON report
+    and nothing else; None for anything another writer touched (or no report at all)."""
+    text = received["text"] if received is not None else ""
+    if not text.startswith(token):
+        return None
+    try:
+        report = json.loads(text[len(token) :])
+    except ValueError:
+        return None
+    tests = report.get("tests") if isinstance(report, dict) and set(report) == {"exit", "tests"} else None
+    if not isinstance(tests, dict) or not all(isinstance(v, str) and v in OUTCOMES for v in tests.values()):
+        return None
+    return {str(test): outcome for test, outcome in tests.items()}
+
+
 def _test_name(nodeid: str) -> str:
     """``test_outputs.py::test_sorted[3]`` -> ``test_sorted``, the key of ``test_weights``."""
     return re.sub(r"\[.*\]$", "", nodeid.rpartition("::")[2])
 
 
-def _harbor_verdict(written: Mapping[str, str | None]) -> Verdict:
-    given = {name: text for name, text in written.items() if text is None or text.strip()}
+def _harbor_verdict(written: Mapping[str, Received | None]) -> Verdict:
+    given = {name: got for name, got in written.items() if got is None or got["text"].strip()}
     if not given:
         return Verdict(0.0, Outcome(Category.ERROR, 0, 1, detail="test.sh wrote no reward"))
     if len(given) > 1:
         return Verdict(0.0, Outcome(Category.ERROR, 0, 1, detail="rewards written to both reward.txt and reward.json"))
-    ((name, text),) = given.items()
-    value = None if text is None else _reward_value(name, text)
+    ((name, got),) = given.items()
+    value = _reward_value(name, got["text"]) if got is not None and got["writes"] == 1 else None
     if value is None:
-        return Verdict(0.0, Outcome(Category.ERROR, 0, 1, detail=f"{name} does not hold one reward (a second writer?)"))
+        return Verdict(0.0, Outcome(Category.ERROR, 0, 1, detail=f"{name} does not hold one reward in one write"))
     category = Category.OK if value >= 1.0 else Category.WRONG_ANSWER
     return Verdict(value, Outcome(category, int(value >= 1.0), 1))
 
