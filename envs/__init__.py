@@ -2,7 +2,7 @@
 
 
 def register_envs() -> None:
-    from gem_sandbox_envs import code, games, math, qa, rg, terminal
+    from gem_sandbox_envs import code, games, math, multiagent, qa, rg, terminal
 
     games.register_all()
     math.register_all()
@@ -10,3 +10,4 @@ def register_envs() -> None:
     code.register_all()
     qa.register_all()
     terminal.register_all()
+    multiagent.register_all()
