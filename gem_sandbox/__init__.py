@@ -1,16 +1,20 @@
 """gem-sandbox: GEM-compatible environments whose tools run in real, pooled sandboxes.
 
 ``import gem_sandbox as gem`` gives GEM's public surface (``make``, ``make_vec``,
-``register``, ``print_envs``, ``Env``, ``EnvWrapper``), so training code switches by changing
-one import. Sandboxes come from a :class:`Runtime` the caller opens and passes as
-``runtime=`` (async code), a :class:`SyncRuntime` (blocking code), or, for sync code that
-passes none, the process default that :func:`configure` sets up.
+``register``, ``print_envs``, ``Env``, ``EnvWrapper``), and every module path of GEM's that
+trainers import exists here with the same names (``gem_sandbox.wrappers.wrapper_factory``,
+``gem_sandbox.utils.parsing``, ``gem_sandbox.vector.sync_vector_env``...), so training code
+switches by replacing ``gem`` with ``gem_sandbox`` in its imports. Sandboxes come from a
+:class:`Runtime` the caller opens and passes as ``runtime=`` (async code), a
+:class:`SyncRuntime` (blocking code), or, for sync code that passes none, the process default
+that :func:`configure` sets up.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from gem_sandbox.__about__ import __version__
 from gem_sandbox.core import Env, EnvWrapper, InvalidAction, ResetNeeded
 from gem_sandbox.registry import EnvSpec, make, make_vec, print_envs, register
 from gem_sandbox.runtime import Runtime
@@ -26,13 +30,13 @@ __all__ = [
     "ResetNeeded",
     "Runtime",
     "SyncRuntime",
+    "__version__",
     "configure",
     "make",
     "make_vec",
     "print_envs",
     "register",
 ]
-__version__ = "0.1.0"
 
 
 def configure(backend: str | None = None, **options: Any) -> PoolConfig:

@@ -15,6 +15,11 @@ sync-native envs are called inline from async callers when their steps are cheap
 Every env guards its lifecycle (Gymnasium's order enforcing, built in and extended): a step
 before the first reset or after the episode ended raises :class:`ResetNeeded`, one whose action
 is not a string raises :class:`InvalidAction`, before the env is touched.
+
+GEM's own contract holds too, so that an env or wrapper written for ``gem`` runs here as it is:
+``super().reset(seed)`` seeds (GEM's base does, the global ``random`` and ``numpy`` included),
+every constructor setting is an attribute from construction on, and wrappers accept envs that
+have only GEM's sync face (the module-level ``*_env`` helpers give any env both faces).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import inspect
 import random
 import reprlib
 from collections.abc import Callable
+from pathlib import PurePath
 from typing import Any, ClassVar, Generic, SupportsFloat, TypeVar
 
 import anyio.to_thread
@@ -123,6 +129,60 @@ def _class_overrides(cls: type, name: str) -> bool:
     return getattr(cls, name) is not getattr(Env, name)
 
 
+#: Constructor arguments never exposed as attributes: the seed lives in ``rng``/``_seed``.
+_NOT_SETTINGS = frozenset({"self", "seed"})
+
+
+def _is_plain(value: object) -> bool:
+    """Whether ``value`` is a setting to expose: plain data, cheap and safe to copy with the
+    env's state (not a runtime, a dataset or a tokenizer, which envs keep under names of their
+    own choosing)."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, PurePath)):
+        return True
+    if isinstance(value, (tuple, list, frozenset, set)):
+        return all(_is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(_is_plain(k) and _is_plain(v) for k, v in value.items())
+    return False
+
+
+def _exposing_settings(init: Callable[..., None]) -> Callable[..., None]:
+    """Wrap a subclass's ``__init__`` so that each of its (plain) arguments the env did not
+    store under its own name becomes an attribute of that name.
+
+    GEM's envs store every setting (``env.max_turns`` is read before the first reset, as
+    OpenRLHF's example does); envs here may keep settings in a structure of their own and set
+    the attributes per episode (the games' ``-random`` variants draw them). Exposing what the
+    constructor was given keeps GEM's contract for every env without each one repeating it.
+    """
+    signature = inspect.signature(init)
+    params = [
+        p
+        for p in signature.parameters.values()
+        if p.name not in _NOT_SETTINGS and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+
+    @functools.wraps(init)
+    def __init__(self: Env, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if not params or not type(self)._expose_settings:
+            return
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError:  # a signature init itself accepted some other way: nothing to add
+            return
+        bound.apply_defaults()
+        attrs = getattr(self, "__dict__", None)
+        if attrs is None:
+            return
+        for p in params:
+            value = bound.arguments[p.name]
+            if p.name not in attrs and not hasattr(type(self), p.name) and _is_plain(value):
+                attrs[p.name] = value
+
+    return __init__
+
+
 class Env(Generic[ObsType, ActType]):
     """Base class of every environment.
 
@@ -138,6 +198,11 @@ class Env(Generic[ObsType, ActType]):
     is created, so that every env, however built, raises :class:`ResetNeeded` or
     :class:`InvalidAction` instead of stepping when it should not. The lifecycle is part of
     the env's state (``get_state`` carries it).
+
+    A subclass's ``__init__`` is wrapped too: each plain-data argument it did not store under
+    its own name becomes an attribute (GEM's envs have every setting, ``max_turns`` included,
+    from construction on). An env written for GEM, drawing from the global ``random`` after
+    ``super().reset(seed)``, is reproducible as in GEM: the base reset seeds it.
     """
 
     #: The guard each of these methods gets where a subclass defines it.
@@ -158,6 +223,10 @@ class Env(Generic[ObsType, ActType]):
     env_id: str | None = None
     entry_point: Any = None
 
+    #: Whether constructor settings become attributes (see :func:`_exposing_settings`);
+    #: wrappers and vector envs, whose attributes are forwarded or their own, opt out.
+    _expose_settings: ClassVar[bool] = True
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # Subclasses implement the public methods themselves (GEM's and Gymnasium's way, and
         # how this class tells which face is native), so the guard goes around each of them.
@@ -166,6 +235,9 @@ class Env(Generic[ObsType, ActType]):
             fn = cls.__dict__.get(name)
             if inspect.isfunction(fn):
                 setattr(cls, name, guard(fn))
+        init = cls.__dict__.get("__init__")
+        if inspect.isfunction(init):
+            cls.__init__ = _exposing_settings(init)  # type: ignore[method-assign]
 
     def __init__(self, seed: int | None = None) -> None:
         self.rng = random.Random(seed)
@@ -173,36 +245,59 @@ class Env(Generic[ObsType, ActType]):
 
     # -- sync face ---------------------------------------------------------------------
     def reset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
-        """Start a new episode; reseed ``self.rng`` first when ``seed`` is given."""
+        """Start a new episode; reseed ``self.rng`` first when ``seed`` is given.
+
+        Called through ``super().reset(seed)`` from a subclass's own ``reset`` (GEM's way),
+        it only seeds, as GEM's base does: ``self.rng`` and the global ``random`` and ``numpy``
+        generators, which GEM-style envs draw from; it returns None.
+        """
+        if _overrides(self, "reset"):
+            self._seed_as_gem_does(seed)
+            return None  # type: ignore[return-value]
         if _overrides(self, "areset"):
             return run_sync(self.areset, seed, **kwargs)
         raise NotImplementedError(f"{type(self).__name__} implements neither reset nor areset")
 
     def step(self, action: ActType) -> StepReturn:
-        """Apply one action."""
+        """Apply one action. Through ``super().step(action)`` it does nothing (GEM's base
+        is abstract) and returns None."""
+        if _overrides(self, "step"):
+            return None  # type: ignore[return-value]
         if _overrides(self, "astep"):
             return run_sync(self.astep, action)
         raise NotImplementedError(f"{type(self).__name__} implements neither step nor astep")
 
     def close(self) -> None:
         """Release resources (sandboxes, files). Safe to call twice."""
-        if _overrides(self, "aclose"):
+        if not _overrides(self, "close") and _overrides(self, "aclose"):
             run_sync(self.aclose)
 
     # -- async face --------------------------------------------------------------------
     async def areset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
+        if _overrides(self, "areset"):  # through super() from the subclass's own areset
+            self._seed_as_gem_does(seed)
+            return None  # type: ignore[return-value]
         if not _overrides(self, "reset"):
             raise NotImplementedError(f"{type(self).__name__} implements neither reset nor areset")
         return await self._call_sync(self.reset, seed, **kwargs)
 
     async def astep(self, action: ActType) -> StepReturn:
+        if _overrides(self, "astep"):
+            return None  # type: ignore[return-value]
         if not _overrides(self, "step"):
             raise NotImplementedError(f"{type(self).__name__} implements neither step nor astep")
         return await self._call_sync(self.step, action)
 
     async def aclose(self) -> None:
-        if _overrides(self, "close"):
+        if not _overrides(self, "aclose") and _overrides(self, "close"):
             await self._call_sync(self.close)
+
+    def _seed_as_gem_does(self, seed: int | None) -> None:
+        if seed is not None:
+            from gem_sandbox.utils import seeding  # numpy, only when GEM-style code seeds
+
+            self.seed_rng(seed)
+            seeding.set_seed(seed)
 
     async def _call_sync(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if not self.blocking:
@@ -241,7 +336,11 @@ class Env(Generic[ObsType, ActType]):
     def seed_rng(self, seed: int | None) -> None:
         """Reseed this env's generator; ``reset`` implementations call it with their seed."""
         if seed is not None:
-            self.rng.seed(seed)
+            rng = getattr(self, "rng", None)
+            if isinstance(rng, random.Random):
+                rng.seed(seed)
+            else:  # an env whose __init__ skipped this class's
+                self.rng = random.Random(seed)
             self._seed = seed
 
     def sample_random_action(self) -> ActType:
@@ -256,12 +355,18 @@ class Env(Generic[ObsType, ActType]):
         vars(self).update(copy.deepcopy(state))
 
     def spawn(self, same_state: bool = False, **kwargs: Any) -> Env:
-        """A fresh instance with this one's configuration (and state when ``same_state``)."""
+        """A copy with this one's configuration, reset unless ``same_state`` (then it carries
+        this episode on, independently). ``seed`` reseeds the copy: its first episode is
+        ``reset(seed=seed)``'s, or with ``same_state`` the episodes after this one draw from
+        it; other ``kwargs`` are set on the copy."""
+        seed = kwargs.pop("seed", None)
         clone = copy.deepcopy(self)
         for key, value in kwargs.items():
             setattr(clone, key, value)
         if not same_state:
-            clone.reset()
+            clone.reset(seed=seed)
+        elif seed is not None:
+            clone.seed_rng(seed)
         return clone
 
     @property
@@ -284,6 +389,140 @@ class Env(Generic[ObsType, ActType]):
         return f"<{type(self).__name__}{f' {self.env_id}' if self.env_id else ''}>"
 
 
+# -- any env, GEM's included -------------------------------------------------------------
+# Wrappers and vector envs call the envs they hold through these, so that an env with only
+# GEM's sync face (a ``gem.Env``: no ``areset``, ``close``, ``get_state``...) works as well.
+def env_blocking(env: Any) -> bool:
+    """Whether ``env``'s sync face may block; an env that does not say is assumed to."""
+    return bool(getattr(env, "blocking", True))
+
+
+def env_suspends(env: Any) -> bool:
+    """Whether ``env``'s async face can suspend (see :attr:`Env.suspends`); a sync-only env's
+    does, as it runs in a worker thread."""
+    return bool(getattr(env, "suspends", True))
+
+
+async def _sync_face(env: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a sync-only env's method the way :meth:`Env._call_sync` would: inline when the env
+    says it does not block, else in a worker thread."""
+    if not env_blocking(env):
+        return fn(*args, **kwargs)
+    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+async def areset_env(env: Any, seed: int | None = None, **kwargs: Any) -> ResetReturn:
+    """``await env.areset(...)``, or a sync-only env's ``reset`` (see :func:`_sync_face`)."""
+    areset = getattr(env, "areset", None)
+    if areset is not None:
+        return await areset(seed=seed, **kwargs)
+    return await _sync_face(env, env.reset, seed=seed, **kwargs)
+
+
+async def astep_env(env: Any, action: Any) -> StepReturn:
+    """``await env.astep(action)``, or a sync-only env's ``step``."""
+    astep = getattr(env, "astep", None)
+    if astep is not None:
+        return await astep(action)
+    return await _sync_face(env, env.step, action)
+
+
+def close_env(env: Any) -> None:
+    """``env.close()`` where it has one (GEM's envs have none)."""
+    close = getattr(env, "close", None)
+    if close is not None:
+        close()
+
+
+async def aclose_env(env: Any) -> None:
+    """``await env.aclose()``, else a sync ``close`` if it has one."""
+    aclose = getattr(env, "aclose", None)
+    if aclose is not None:
+        await aclose()
+    elif getattr(env, "close", None) is not None:
+        await _sync_face(env, env.close)
+
+
+def get_state_of(env: Any) -> dict[str, Any]:
+    """``env.get_state()``, or for an env without one a deep copy of its attributes (what
+    :meth:`Env.get_state` copies)."""
+    get_state = getattr(env, "get_state", None)
+    if get_state is not None:
+        return get_state()
+    return copy.deepcopy({k: v for k, v in vars(env).items() if not k.startswith("__")})
+
+
+def set_state_of(env: Any, state: dict[str, Any]) -> None:
+    """``env.set_state(state)``, or the inverse of :func:`get_state_of` for an env without one."""
+    set_state = getattr(env, "set_state", None)
+    if set_state is not None:
+        set_state(state)
+    else:
+        vars(env).update(copy.deepcopy(state))
+
+
+#: The pairs of faces: a wrapper subclass that overrides one of a pair gets the other through it.
+_FACES = (("reset", "areset"), ("step", "astep"), ("close", "aclose"))
+
+
+def _complete_faces(cls: type, own_name: str, made_name: str) -> None:
+    """Give ``cls``, which overrides only ``own_name`` of a pair of faces, the other face
+    ``made_name`` running it (inline or in a thread from the async face, through
+    :func:`run_sync` from the sync one).
+
+    A base's face may itself bridge to the other face (the tool wrapper's sync ``step`` runs
+    its ``astep``): while ``cls``'s own face runs, a call of the made face comes from such a
+    bridge and goes on to the base's face of that name, instead of round again. The mark is
+    an instance key (leading ``__``: :meth:`Env.get_state` leaves it out)."""
+    own = cls.__dict__[own_name]
+    running = f"__{cls.__module__}.{cls.__qualname__}.{own_name}"
+
+    def enter(self: Env) -> dict[str, Any]:
+        attrs = vars(self)
+        attrs[running] = attrs.get(running, 0) + 1
+        return attrs
+
+    def leave(attrs: dict[str, Any]) -> None:
+        attrs[running] -= 1
+        if not attrs[running]:
+            del attrs[running]
+
+    if inspect.iscoroutinefunction(own):
+
+        @functools.wraps(own)
+        async def own_face(self: Env, *args: Any, **kwargs: Any) -> Any:
+            attrs = enter(self)
+            try:
+                return await own(self, *args, **kwargs)
+            finally:
+                leave(attrs)
+
+        def made_face(self: Env, *args: Any, **kwargs: Any) -> Any:
+            if vars(self).get(running):
+                return getattr(super(cls, self), made_name)(*args, **kwargs)
+            return run_sync(getattr(self, own_name), *args, **kwargs)
+
+    else:
+
+        @functools.wraps(own)
+        def own_face(self: Env, *args: Any, **kwargs: Any) -> Any:
+            attrs = enter(self)
+            try:
+                return own(self, *args, **kwargs)
+            finally:
+                leave(attrs)
+
+        async def made_face(self: Env, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+            if vars(self).get(running):
+                return await getattr(super(cls, self), made_name)(*args, **kwargs)
+            return await self._call_sync(getattr(self, own_name), *args, **kwargs)
+
+    made_face.__name__, made_face.__qualname__ = made_name, f"{cls.__qualname__}.{made_name}"
+    made_face.__doc__ = f"``{own_name}`` (which this class overrides), from the other face."
+    setattr(cls, own_name, own_face)
+    setattr(cls, made_name, made_face)
+
+
 class EnvWrapper(Env[ObsType, ActType]):
     """Changes one aspect of a wrapped env and forwards everything else.
 
@@ -291,14 +530,30 @@ class EnvWrapper(Env[ObsType, ActType]):
     wrapper always sees the inner env's current state. A wrapper that changes steps overrides
     both ``step`` and ``astep`` (usually as two lines around one shared helper), so that the
     async path never detours through a thread; one that owns resources overrides both
-    ``close`` and ``aclose``, releases them and forwards to the inner env.
+    ``close`` and ``aclose``, releases them and forwards to the inner env. A wrapper written
+    for GEM overrides only the sync ``reset``/``step``: its async face then runs them (inline
+    over envs that never suspend, else in a worker thread), so no path bypasses them.
+
+    The inner env may be any GEM-style env, sync face only (a ``gem.Env``): the async face,
+    ``close``, the state and the lifecycle checks fall back as the ``*_env`` helpers above say.
 
     The lifecycle is the inner env's, which guards every step forwarded to it: wrappers are
     not guarded themselves, so stacking them costs and counts nothing more. A wrapper that
     answers a step without forwarding it (a tool call) calls :meth:`check_step` first.
+
+    A wrapper's own per-episode state (a history, counters) is named in :attr:`_state_attrs`:
+    :meth:`get_state`/:meth:`set_state` carry it with the inner env's, and copies
+    (:meth:`spawn`, ``copy.deepcopy``) get their own. :attr:`_shared_attrs` names read-only
+    configuration that copies share instead of duplicating (a tokenizer).
     """
 
     _guards = {}  # the inner env guards (see above)
+    _expose_settings = False  # its attributes are the inner env's, forwarded
+
+    #: Attributes holding this wrapper's own per-episode state.
+    _state_attrs: ClassVar[tuple[str, ...]] = ()
+    #: Attributes that copies of this wrapper share rather than deep-copy.
+    _shared_attrs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, env: Env) -> None:
         self.env = env
@@ -308,18 +563,56 @@ class EnvWrapper(Env[ObsType, ActType]):
             raise AttributeError(name)
         return getattr(self.env, name)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> EnvWrapper[ObsType, ActType]:
+        cls = type(self)
+        clone = cls.__new__(cls)
+        memo[id(self)] = clone
+        shared = self._shared_attrs
+        for key, value in vars(self).items():
+            vars(clone)[key] = value if key in shared else copy.deepcopy(value, memo)
+        return clone
+
+    # GEM's wrapper copies the inner env's attributes at construction, ``env_id`` among them.
+    @property  # type: ignore[override]
+    def env_id(self) -> str | None:
+        return getattr(self.env, "env_id", None)
+
+    @env_id.setter
+    def env_id(self, value: str | None) -> None:
+        self.env.env_id = value
+
+    @property  # type: ignore[override]
+    def entry_point(self) -> Any:
+        return getattr(self.env, "entry_point", None)
+
+    @entry_point.setter
+    def entry_point(self, value: Any) -> None:
+        self.env.entry_point = value
+
     @property
     def blocking(self) -> bool:  # type: ignore[override]
-        return self.env.blocking
+        return env_blocking(self.env)
 
     @property
     def suspends(self) -> bool:
-        return self.env.suspends
+        return env_suspends(self.env)
 
     @property
     def unwrapped(self) -> Env:
-        return self.env.unwrapped
+        return getattr(self.env, "unwrapped", self.env)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A wrapper written for GEM overrides the sync face only; every wrapper here has both
+        # (forwarding, or their own), so the other face of what a subclass overrides is made
+        # to run it: no path bypasses the override.
+        super().__init_subclass__(**kwargs)
+        for sync, async_ in _FACES:
+            if sync in cls.__dict__ and async_ not in cls.__dict__:
+                _complete_faces(cls, sync, async_)
+            elif async_ in cls.__dict__ and sync not in cls.__dict__:
+                _complete_faces(cls, async_, sync)
+
+    # -- the faces: forward ------------------------------------------------------------
     def reset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
         return self.env.reset(seed=seed, **kwargs)
 
@@ -327,32 +620,75 @@ class EnvWrapper(Env[ObsType, ActType]):
         return self.env.step(action)
 
     def close(self) -> None:
-        self.env.close()
+        close_env(self.env)
 
     async def areset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
-        return await self.env.areset(seed=seed, **kwargs)
+        return await areset_env(self.env, seed=seed, **kwargs)
 
     async def astep(self, action: ActType) -> StepReturn:
-        return await self.env.astep(action)
+        return await astep_env(self.env, action)
 
     async def aclose(self) -> None:
-        await self.env.aclose()
+        await aclose_env(self.env)
 
+    async def _call_sync(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run this wrapper's own sync method from its async face: inline when nothing in it
+        suspends (nothing can then block the loop or need it), else in a thread."""
+        if not self.suspends:
+            return fn(*args, **kwargs)
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    # -- helpers -----------------------------------------------------------------------
     def check_step(self, action: object) -> int:
-        return self.env.check_step(action)
+        """The inner env's check; an env without a lifecycle of its own (GEM's) is not
+        checked, as GEM does not check it, and counts as at turn 0."""
+        check = getattr(self.env, "check_step", None)
+        return check(action) if check is not None else 0
+
+    def seed_rng(self, seed: int | None) -> None:
+        seed_rng = getattr(self.env, "seed_rng", None)
+        if seed_rng is not None:
+            seed_rng(seed)
 
     def sample_random_action(self) -> ActType:
         return self.env.sample_random_action()
 
     def get_state(self) -> dict[str, Any]:
-        return self.env.get_state()
+        """The inner env's state, and this wrapper's own under ``"wrapper"`` when it has any
+        (the inner env's is then under ``"env"``)."""
+        inner = get_state_of(self.env)
+        if not self._state_attrs:
+            return inner
+        own = copy.deepcopy({name: getattr(self, name) for name in self._state_attrs})
+        return {"env": inner, "wrapper": own}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.env.set_state(state)
+        if self._state_attrs:
+            for name, value in copy.deepcopy(state["wrapper"]).items():
+                setattr(self, name, value)
+            state = state["env"]
+        set_state_of(self.env, state)
 
     def spawn(self, same_state: bool = False, **kwargs: Any) -> Env:
+        """A copy of the stack, with its own state at every level. Unless ``same_state`` the
+        copy starts a new episode; a wrapper with state of its own resets the copy through
+        itself (a history must begin with the new episode's first observation), one without
+        leaves that to the inner env's :meth:`~Env.spawn`."""
+        clone = self._spawn_copy()
+        if same_state or not self._state_attrs:
+            clone.env = self.env.spawn(same_state=same_state, **kwargs)
+        else:
+            seed = kwargs.pop("seed", None)
+            clone.env = self.env.spawn(same_state=True, **kwargs)
+            clone.reset(seed=seed)
+        return clone
+
+    def _spawn_copy(self) -> EnvWrapper[ObsType, ActType]:
+        """This wrapper for :meth:`spawn`, before the inner env is replaced: a shallow copy
+        (configuration shared) with its own copy of each of :attr:`_state_attrs`."""
         clone = copy.copy(self)
-        clone.env = self.env.spawn(same_state=same_state, **kwargs)
+        for name in self._state_attrs:
+            setattr(clone, name, copy.deepcopy(getattr(self, name)))
         return clone
 
     def __repr__(self) -> str:

@@ -2,7 +2,11 @@
 
 Environments come from the ``gem_sandbox.envs`` entry-point group: each entry point names a
 function that calls :func:`register`. The shipped catalogue (``envs/``) and third-party
-packages register the same way; the group is loaded once, on first lookup.
+packages register the same way; the group is loaded once, on first lookup (reading
+:data:`ENV_REGISTRY` is one), so that importing the library imports no env.
+
+This is GEM's ``gem.envs.registration`` (re-exported there as
+:mod:`gem_sandbox.envs.registration`).
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Sequence, ValuesView
 from dataclasses import dataclass, field
+from functools import partial
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +28,9 @@ if TYPE_CHECKING:
 ENTRY_POINT_GROUP = "gem_sandbox.envs"
 
 
-class UnknownEnvError(KeyError):
-    """No environment is registered under the requested id."""
+class UnknownEnvError(ValueError, KeyError):
+    """No environment is registered under the requested id. GEM raises ``ValueError``; this
+    is one (and a ``KeyError``, a failed lookup by key, as it was here before)."""
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -60,13 +66,54 @@ class EnvSpec:
         return env
 
 
-ENV_REGISTRY: dict[str, EnvSpec] = {}
+class _Registry(dict[str, EnvSpec]):
+    """GEM's ``ENV_REGISTRY``: every registered id and its spec. Reading it loads the
+    entry-point group first, so it lists the catalogue as GEM's lists its envs."""
+
+    def __getitem__(self, env_id: str) -> EnvSpec:
+        load_plugins()
+        return super().__getitem__(env_id)
+
+    def __contains__(self, env_id: object) -> bool:
+        load_plugins()
+        return super().__contains__(env_id)
+
+    def __iter__(self) -> Iterator[str]:
+        load_plugins()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        load_plugins()
+        return super().__len__()
+
+    def get(self, env_id: str, default: Any = None) -> Any:  # type: ignore[override]
+        load_plugins()
+        return super().get(env_id, default)
+
+    def keys(self) -> KeysView[str]:  # type: ignore[override]
+        load_plugins()
+        return super().keys()
+
+    def values(self) -> ValuesView[EnvSpec]:  # type: ignore[override]
+        load_plugins()
+        return super().values()
+
+    def items(self) -> ItemsView[str, EnvSpec]:  # type: ignore[override]
+        load_plugins()
+        return super().items()
+
+    def __repr__(self) -> str:
+        load_plugins()
+        return super().__repr__()
+
+
+ENV_REGISTRY: dict[str, EnvSpec] = _Registry()
 _plugins_loaded = False
 
 
 def register(env_id: str, entry_point: Callable[..., Env] | str, **kwargs: Any) -> EnvSpec:
     """Register ``entry_point`` (a callable or ``"module:Class"``) under ``env_id``."""
-    if env_id in ENV_REGISTRY:
+    if dict.__contains__(ENV_REGISTRY, env_id):  # registering loads no plugins
         raise ValueError(f"environment {env_id!r} is already registered")
     spec = EnvSpec(env_id, entry_point, dict(kwargs))
     ENV_REGISTRY[env_id] = spec
@@ -101,7 +148,8 @@ def spec(env_id: str) -> EnvSpec:
 
 
 def make(env_id: str, **kwargs: Any) -> Env:
-    """Build the environment registered as ``env_id``; ``kwargs`` override its defaults."""
+    """Build the environment registered as ``env_id``; ``kwargs`` override its defaults.
+    An unknown id raises :class:`UnknownEnvError`, a ``ValueError`` as in GEM."""
     return spec(env_id).make(**kwargs)
 
 
@@ -117,7 +165,9 @@ def make_vec(
     """A vector of environments, env ``i`` seeded ``seed + i`` unless ``vec_kwargs`` says.
 
     ``env_ids`` is one id or one id per env (GEM's signature); ``num_envs`` repeats a single
-    id. ``async_mode`` selects :class:`AsyncVectorEnv` (one event loop for every env).
+    id. ``async_mode`` selects :class:`AsyncVectorEnv` (one event loop for every env). As in
+    GEM, the vector env's ``env_fns[i]`` builds env ``i`` (made and wrapped); each is called
+    once here.
     """
     from gem_sandbox.vector import AsyncVectorEnv, SyncVectorEnv
 
@@ -132,9 +182,8 @@ def make_vec(
             env = wrapper(env)
         return env
 
-    envs = [build(i) for i in range(len(ids))]
     cls = AsyncVectorEnv if async_mode else SyncVectorEnv
-    return cls(envs, env_ids=ids, seed=seed)
+    return cls(ids, [partial(build, i) for i in range(len(ids))], seed=seed)
 
 
 def matching_ids(pattern: str | None = None) -> list[str]:

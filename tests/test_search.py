@@ -358,7 +358,7 @@ async def test_the_tool_in_a_wrapper_gives_gems_info_keys_and_reward(index: Sear
     }
 
     obs, reward, terminated, _, info = await env.astep("<answer>Sahara</answer>")
-    assert (obs, reward, terminated, info["use_tool"]) == ("left 1", 0.0, False, False)
+    assert (obs, reward, terminated, info["use_tool"]) == ("left 1", 0.0, False, True)  # GEM sets it on env steps too
     await env.astep("done")
     _, info = await env.areset()
     assert (info["prev_ep_tool_use_counter"], info["prev_ep_tool_success_counter"]) == (1, 1)

@@ -1,4 +1,5 @@
-"""JSON tool calls: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` for every tool."""
+"""JSON tool calls: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` for every tool,
+an extension the tool wrapper turns on with ``json_tool_calls=True`` (GEM has none)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ TOOLS = [CalculatorTool(), PythonCodeTool()]
 CALCULATE = '<tool_call>{"name": "calculator", "arguments": {"expression": "1"}}</tool_call>'
 
 
-def calculator_env() -> ToolEnvWrapper:
-    return ToolEnvWrapper(CountdownEnv(length=3), [CalculatorTool()], tool_reward=0.05, tool_success_reward=0.25)
+def calculator_env(**options) -> ToolEnvWrapper:
+    return ToolEnvWrapper(
+        CountdownEnv(length=3), [CalculatorTool()], tool_reward=0.05, tool_success_reward=0.25, **options
+    )
 
 
 def test_a_json_call_names_its_tool_and_arguments():
@@ -70,7 +73,8 @@ def test_unusable_calls_are_errors_that_say_why(payload: str, message: str):
 
 
 async def test_a_json_call_runs_the_tool_it_names(runtime: Runtime):
-    env = ToolEnvWrapper(CountdownEnv(length=3), [ShellTool(runtime=runtime), PythonCodeTool(runtime=runtime)])
+    tools = [ShellTool(runtime=runtime), PythonCodeTool(runtime=runtime)]
+    env = ToolEnvWrapper(CountdownEnv(length=3), tools, json_tool_calls=True)
     await env.areset(seed=0)
     call = '<tool_call>{"name": "python", "arguments": {"code": "print(6*7)"}}</tool_call>'
     obs, _, _, _, info = await env.astep(call)
@@ -88,7 +92,7 @@ async def test_a_json_call_runs_the_tool_it_names(runtime: Runtime):
     ],
 )
 def test_a_bad_call_is_a_failed_tool_use_never_a_final_answer(action: str):
-    env = calculator_env()
+    env = calculator_env(json_tool_calls=True)
     env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(action)
     assert obs.startswith("Tool call error: ")
@@ -103,6 +107,38 @@ def test_the_wrapper_exports_every_tools_schema():
     assert [s["function"]["name"] for s in env.tool_schemas()] == ["calculator", "python", "bash"]
 
 
-def test_tool_names_must_be_unique():
+def test_json_calls_are_off_by_default_so_the_env_scores_the_text():
+    env = calculator_env()
+    env.reset(seed=0)
+    action = '\\boxed{1} <tool_call>{"name": "calculator", "arguments": {"expression": "1"}}</tool_call>'
+    obs, reward, terminated, _, info = env.step(action)
+    assert (obs, reward, terminated) == ("left 2", 0.0, False)  # GEM's: the env got the action
+    assert info["use_tool"] is True and "tool_type" not in info
+    assert env.remaining == 2
+
+
+@pytest.mark.parametrize(
+    ("earliest", "answered_by"),
+    [(False, "Calculator result: 2\n"), (True, "Tool call error: ")],
+)
+def test_a_json_call_competes_with_the_tools_own_format(earliest: bool, answered_by: str):
+    env = calculator_env(json_tool_calls=True, earliest_call_wins=earliest)
+    env.reset(seed=0)
+    obs, *_ = env.step('<tool_call>{"name": "nope"}</tool_call> <calculator>1+1</calculator>')
+    assert obs.startswith(answered_by)
+
+
+def test_tool_names_must_be_unique_for_json_calls():
     with pytest.raises(ValueError, match="unique"):
-        ToolEnvWrapper(CountdownEnv(), [PythonCodeTool(), PythonCodeTool(stateful=True)])
+        ToolEnvWrapper(CountdownEnv(), [PythonCodeTool(), PythonCodeTool(stateful=True)], json_tool_calls=True)
+    ToolEnvWrapper(CountdownEnv(), [PythonCodeTool(), PythonCodeTool(stateful=True)])  # GEM allows it
+
+
+def test_the_factory_passes_the_opt_in_on():
+    from gem_sandbox.wrappers import get_wrapper_fns
+
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
+    for options, expected in [(None, "left 2"), ({"json_tool_calls": True}, "Calculator result: 42\n")]:
+        env = get_wrapper_fns("calculator_tool", tool_options=options)[0](CountdownEnv(length=3))
+        env.reset(seed=0)
+        assert env.step(call)[0] == expected

@@ -122,8 +122,34 @@ async def test_the_timeout_is_applied(runtime: Runtime):
     started = time.monotonic()
     output = await tool.aexecute(tool.parse("<python>print('working', flush=True)\nwhile True: pass</python>"))
     assert time.monotonic() - started < 3
-    assert output.observation == "Code execution result: working\n\nExecution timed out after 1 seconds.\n"
+    # GEM's timeout answer: its message alone, what the program printed before is dropped
+    assert output.observation == "Code execution result: Execution timed out after 1 seconds.\n"
     assert output.error and output.details["status"] == "timeout"
+
+
+async def test_gems_standard_imports_rerun_in_the_sandbox(runtime: Runtime):
+    tool = PythonCodeTool(runtime=runtime)
+    output = await tool.aexecute(tool.parse("<python>import os\nprint(sqrt(16), os.getuid() != 0)</python>"))
+    assert output.observation == "Code execution result: 4.0 True\n\n" and not output.error
+    off = PythonCodeTool(runtime=runtime, standard_imports=False)
+    output = await off.aexecute(off.parse("<python>print(sqrt(16))</python>"))
+    assert output.observation.endswith("NameError: name 'sqrt' is not defined\n") and output.error
+
+
+async def test_a_bare_ellipsis_is_gems_syntax_error(runtime: Runtime):
+    tool = PythonCodeTool(runtime=runtime)
+    assert await tool.aexecute_action("<python>...</python>") == (
+        True,
+        True,
+        "Code execution result: SyntaxError: invalid syntax\n",
+        "<python>...</python>",
+    )
+
+
+async def test_output_is_not_capped_by_default(runtime: Runtime):
+    tool = PythonCodeTool(runtime=runtime)
+    output = await tool.aexecute(tool.parse("<python>print('x' * 20000 + 'END')</python>"))
+    assert output.observation == "Code execution result: " + "x" * 20000 + "END\n\n"
 
 
 async def test_long_output_is_capped_with_a_visible_marker(runtime: Runtime):
@@ -138,7 +164,8 @@ async def test_stateless_blocks_share_nothing(runtime: Runtime):
     await env.areset(seed=0)
     await env.astep("<python>x = 41</python>")
     obs, *_ = await env.astep("<python>print(x + 1)</python>")
-    assert "NameError: name 'x' is not defined" in obs
+    # GEM's re-run with its standard imports fails too: line 1 of the code is line 37 then
+    assert obs.endswith('line 37, in <module>\nNameError: name \'x\' is not defined\n')
     await env.aclose()
 
 

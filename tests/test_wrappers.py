@@ -65,7 +65,10 @@ def test_actions_without_tool_calls_step_the_env():
     env = tool_env()
     env.reset(seed=0)
     obs, _, _, _, info = env.step("just an answer")
-    assert obs == "left 2" and info["use_tool"] is False
+    assert obs == "left 2" and info["use_tool"] is True  # GEM's: every step says use_tool
+    env = tool_env(use_tool_on_env_steps=False)
+    env.reset(seed=0)
+    assert env.step("just an answer")[4]["use_tool"] is False
 
 
 def test_max_tool_uses_adds_gems_message_then_passes_actions_to_the_env():
@@ -131,7 +134,17 @@ def test_concat_chat_gives_tool_answers_the_tool_role():
     env.step("<calculator>2+2</calculator>")
     obs, *_ = env.step("final")
     assert obs.startswith("<user>start")
-    assert "<assistant><calculator>2+2</calculator><tool>Calculator result: 4\n<assistant>final<user>left 2<assistant>" in obs
+    # GEM's roles: the env's own answer after a tool wrapper is a tool message too
+    assert "<assistant><calculator>2+2</calculator><tool>Calculator result: 4\n<assistant>final<tool>left 2<assistant>" in obs
+
+
+def test_concat_chat_can_give_the_envs_answers_the_user_role():
+    inner = tool_env(use_tool_on_env_steps=False)
+    env = ObservationWrapper(inner, include_action=True, include_chat_template=True, tokenizer=FakeTokenizer())
+    env.reset(seed=0)
+    env.step("<calculator>2+2</calculator>")
+    obs, *_ = env.step("final")
+    assert "<tool>Calculator result: 4\n<assistant>final<user>left 2<assistant>" in obs
 
 
 def test_chat_template_without_tokenizer_is_a_clear_error():

@@ -102,11 +102,15 @@ class ScoredCodeEnv(Env[str, str]):
         return copy.deepcopy({k: v for k, v in vars(self).items() if k != "runtime"})
 
     def spawn(self, same_state: bool = False, **kwargs: Any) -> Env:
-        """A copy sharing the tasks and the runtime, with its own order and episode."""
+        """A copy sharing the tasks and the runtime, with its own order and episode;
+        ``seed=`` reseeds it, as GEM's ``spawn`` does."""
+        seed = kwargs.pop("seed", None)
         clone = copy.copy(self)
         clone.set_state(self.get_state())
         for key, value in kwargs.items():
             setattr(clone, key, value)
         if not same_state:
-            clone.reset()
+            clone.reset(seed=seed)
+        elif seed is not None:
+            clone.seed_rng(seed)
         return clone

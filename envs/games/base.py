@@ -159,3 +159,7 @@ class TextGame(Env[str, str], Generic[Move], metaclass=ABCMeta):
     @abstractmethod
     def suffix(self) -> str:
         """The current board (if any) and the prompt for the next move."""
+
+    def get_task_suffix(self) -> str:
+        """GEM's name for :meth:`suffix`."""
+        return self.suffix()

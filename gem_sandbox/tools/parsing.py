@@ -1,8 +1,10 @@
 """Finding the tool call in model text: each tool's own format, or a JSON tool call.
 
-JSON calls are the chat-template form (Hermes, Qwen): ``<tool_call>{"name": "python",
-"arguments": {"code": "print(1)"}}</tool_call>``, naming any tool by its ``name`` with the
-arguments its :meth:`~gem_sandbox.tools.base.Tool.schema` describes. A JSON call that cannot be
+JSON calls are an extension that GEM does not have (so a wrapper finds them only when asked:
+``ToolEnvWrapper(..., json_tool_calls=True)``); they are the chat-template form (Hermes,
+Qwen): ``<tool_call>{"name": "python", "arguments": {"code": "print(1)"}}</tool_call>``,
+naming any tool by its ``name`` with the arguments its
+:meth:`~gem_sandbox.tools.base.Tool.schema` describes. A JSON call that cannot be
 honoured (not JSON, unknown tool, missing arguments) is still a call: it comes back as a
 :class:`ToolCallError`, which the wrapper answers with an error observation, so that a botched
 call is never mistaken for a final answer.
@@ -69,10 +71,13 @@ def parse_json_call(action: str, tools: Mapping[str, Tool]) -> ToolCall | ToolCa
     return ToolCall(tool.name, arguments, action[: match.end()], match.end())
 
 
-def find_call(action: str, tools: Sequence[Tool]) -> ToolCall | ToolCallError | None:
-    """The call that ends first in ``action`` among every tool's format and JSON calls."""
+def find_call(
+    action: str, tools: Sequence[Tool], *, json_calls: bool = True
+) -> ToolCall | ToolCallError | None:
+    """The call that ends first in ``action`` among every tool's format and, with
+    ``json_calls``, JSON calls."""
     calls: list[ToolCall | ToolCallError] = [call for tool in tools if (call := tool.parse(action)) is not None]
-    json_call = parse_json_call(action, {tool.name: tool for tool in tools})
+    json_call = parse_json_call(action, {tool.name: tool for tool in tools}) if json_calls else None
     if json_call is not None:
         calls.append(json_call)
     return min(calls, key=lambda call: call.end, default=None)

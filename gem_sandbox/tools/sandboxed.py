@@ -41,9 +41,9 @@ def status_note(result: ExecResult, timeout: float) -> str | None:
     return None
 
 
-def cap(text: str, max_chars: int) -> str:
-    """``text`` with its middle cut out beyond ``max_chars``, saying how much was cut."""
-    if len(text) <= max_chars:
+def cap(text: str, max_chars: int | None) -> str:
+    """``text`` with its middle cut out beyond ``max_chars`` (None: never), saying how much was cut."""
+    if max_chars is None or len(text) <= max_chars:
         return text
     head = max_chars // 2
     tail = max_chars - head
@@ -52,14 +52,15 @@ def cap(text: str, max_chars: int) -> str:
 
 class SandboxTool(Tool):
     """A tool whose calls run in a sandbox of ``runtime`` (``None``: the process default,
-    which serves sync callers; async callers pass their own)."""
+    which serves sync callers; async callers pass their own). ``max_output_chars`` bounds the
+    observation (None: only the runtime's ``max_output_bytes`` bounds it)."""
 
     def __init__(
         self,
         timeout: float,
         *,
         runtime: Runtime | SyncRuntime | None = None,
-        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
         self.timeout = timeout
         self.runtime = runtime

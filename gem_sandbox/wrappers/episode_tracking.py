@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from gem_sandbox.core import Env, EnvWrapper, ResetReturn, StepReturn
+from gem_sandbox.core import Env, EnvWrapper, ResetReturn, StepReturn, areset_env, astep_env
 
 
 class EpisodeTrackingWrapper(EnvWrapper):
     """Adds ``step_counter`` and ``cumulative_rewards`` to every info, and on reset the
-    previous episode's totals as ``prev_ep_step_counter`` / ``prev_ep_cumulative_rewards``."""
+    previous episode's totals as ``prev_ep_step_counter`` / ``prev_ep_cumulative_rewards``.
+
+    The counters are the wrapper's state: ``get_state``/``set_state`` carry them and copies
+    get their own."""
+
+    _state_attrs: ClassVar[tuple[str, ...]] = ("step_counter", "cumulative_rewards")
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)
@@ -20,13 +25,13 @@ class EpisodeTrackingWrapper(EnvWrapper):
         return self._on_reset(*self.env.reset(seed=seed, **kwargs))
 
     async def areset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
-        return self._on_reset(*await self.env.areset(seed=seed, **kwargs))
+        return self._on_reset(*await areset_env(self.env, seed=seed, **kwargs))
 
     def step(self, action: Any) -> StepReturn:
         return self._on_step(*self.env.step(action))
 
     async def astep(self, action: Any) -> StepReturn:
-        return self._on_step(*await self.env.astep(action))
+        return self._on_step(*await astep_env(self.env, action))
 
     def _on_reset(self, obs: Any, info: dict[str, Any]) -> ResetReturn:
         info.update(

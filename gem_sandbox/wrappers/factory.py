@@ -1,5 +1,8 @@
 """GEM's wrapper-factory names: ``get_wrapper_fns("python_tool,concat_chat", tokenizer)``.
 
+Each name builds what gem-llm 0.1.0's does (rewards, ``max_tool_uses=5``, ``timeout=5``), and
+its tool wrapper behaves as GEM's; ``tool_options`` opts into the wrapper's extensions.
+
 Order matters when composing: a tool wrapper first, then an observation wrapper, then
 ``episode_tracking`` outermost. Unlike GEM, which shares one tool between every env a call
 wraps, a tool wrapper builds its own tools for each env: the wrapper owns and closes them, so
@@ -17,7 +20,7 @@ corpus. Envs without one search ``$SEARCH_URL`` as in GEM.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -40,9 +43,10 @@ def _tool_wrapper(
     make_tool: Callable[[AnyRuntime, Env], Tool], tool_reward: float, tool_success_reward: float
 ) -> Callable[..., WrapperFn]:
     """A factory entry for a tool wrapper on the caller's runtime; each env it wraps gets a
-    tool of its own, made for that env and owned by its wrapper."""
+    tool of its own, made for that env and owned by its wrapper. ``options`` are the
+    wrapper's extensions (``json_tool_calls=True``, ...); none: GEM's wrapper."""
 
-    def build(runtime: AnyRuntime = None) -> WrapperFn:
+    def build(runtime: AnyRuntime = None, **options: Any) -> WrapperFn:
         def wrap(env: Env) -> Env:
             return ToolEnvWrapper(
                 env,
@@ -50,6 +54,7 @@ def _tool_wrapper(
                 tool_reward=tool_reward,
                 tool_success_reward=tool_success_reward,
                 max_tool_uses=5,
+                **options,
             )
 
         return wrap
@@ -94,14 +99,33 @@ WRAPPER_FACTORY: dict[str, Callable[..., WrapperFn]] = {
 TOKENIZER_REQUIRED = frozenset({"concat_chat", "concat_chat_on_reset"})
 
 
-def get_wrapper_fns(wrappers: str, tokenizer: Any = None, *, runtime: AnyRuntime = None) -> list[WrapperFn]:
+TOOL_WRAPPERS = frozenset(
+    {
+        "python_tool",
+        "python_tool_no_int_reward",
+        "python_tool_no_int_reward_last_line_error",
+        "calculator_tool",
+        "search_tool",
+        "search_tool_no_int_reward",
+    }
+)
+
+
+def get_wrapper_fns(
+    wrappers: str,
+    tokenizer: Any = None,
+    *,
+    runtime: AnyRuntime = None,
+    tool_options: Mapping[str, Any] | None = None,
+) -> list[WrapperFn]:
     """Wrapper constructors for a comma-separated list of factory names; tool wrappers run
-    their tools on ``runtime``."""
+    their tools on ``runtime`` and take ``tool_options`` (:class:`ToolEnvWrapper`'s opt-in
+    extensions, e.g. ``{"json_tool_calls": True}``; none by default: GEM's behaviour)."""
     fns: list[WrapperFn] = []
     for name in filter(None, (w.strip() for w in (wrappers or "").split(","))):
         if name not in WRAPPER_FACTORY:
             raise KeyError(f"unknown wrapper {name!r}; known: {', '.join(sorted(WRAPPER_FACTORY))}")
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = dict(tool_options or {}) if name in TOOL_WRAPPERS else {}
         if name in TOKENIZER_REQUIRED:
             if tokenizer is None:
                 raise ValueError(f"wrapper {name!r} needs a tokenizer: get_wrapper_fns(..., tokenizer=tok)")

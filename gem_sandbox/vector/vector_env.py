@@ -1,17 +1,10 @@
-"""Vectorized environments: many envs stepped as one batch.
+"""The vector env contract and the batch machinery both drivers share (``gem.vector.vector_env``).
 
-* :class:`SyncVectorEnv` steps envs one after another through their sync faces
-  (``reset``/``step``/``close``), like GEM's: no event loop of its own, and a sync-native env
-  runs in the caller's thread. It has no ``step_timeout``: a sync call cannot be interrupted
-  without a thread per step.
-* :class:`AsyncVectorEnv` steps them concurrently through their async faces in one task group.
-  There is no thread per env: an env that waits on a sandbox yields the loop to the others, and
-  a thousand envs cost a thousand coroutines, not a thousand threads. Its sync face drives the
-  async one through :mod:`gem_sandbox.sync`.
-
-Both share one implementation of what happens to each env in a batch (autoreset, subset
-stepping, error isolation): a *plan* per env, a generator that yields the calls to make on
-the env and receives their results, which each class's driver performs its own way.
+A vector env is itself an :class:`~gem_sandbox.core.Env` (GEM's is): ``reset`` and ``step``
+take and return batches. What happens to each env in a batch (autoreset, subset stepping, error
+isolation) is written once, as a *plan* per env: a generator that yields the calls to make on
+the env and receives their results, which :class:`SyncVectorEnv` and :class:`AsyncVectorEnv`
+each perform their own way.
 
 Results follow GEM: observations and infos as lists, rewards, terminations and truncations as
 numpy arrays, each holding only the envs that were stepped. An env that raises (or overruns
@@ -21,20 +14,20 @@ and the rest of the batch is unaffected.
 
 from __future__ import annotations
 
+import copy
 import enum
 import reprlib
-from abc import ABC, abstractmethod
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
-import anyio
 import numpy as np
 
-from gem_sandbox.sync import run_sync
 from gem_sandbox.core import Env, ResetReturn
 
 T = TypeVar("T")
+#: GEM's name for the type of the batched arrays (rewards, terminations, truncations).
+ArrayType = TypeVar("ArrayType")
 Transition = tuple[Any, float, bool, bool, dict[str, Any]]
 Seeds = int | Sequence[int | None] | None
 Actions = Sequence[Any] | Mapping[int, Any]
@@ -43,15 +36,34 @@ ResetBatch = tuple[list[Any], list[dict[str, Any]]]
 
 
 class AutoresetMode(str, enum.Enum):
-    """When a finished env is reset (see Gymnasium's vector autoreset modes).
+    """When a finished env is reset (Gymnasium's vector autoreset modes, GEM's values).
 
-    ``SAME_STEP``: in the step that ends the episode; that step returns the new episode's first
-    observation and keeps the final one in ``info["final_obs"]`` / ``info["final_info"]``.
-    ``NEXT_STEP``: on the env's next step, whose action is ignored.
+    ``SAME_STEP`` (the default, as in GEM): in the step that ends the episode; that step returns
+    the new episode's first observation and reset info, with the final observation and info
+    kept in ``info["final_obs"]`` / ``info["final_info"]``.
+    ``NEXT_STEP``: on the env's next step, whose action is ignored and which returns the new
+    episode's first observation with reward 0.
+
+    Any spelling of the two is accepted: GEM's enum members, ``"SameStep"``, ``"same_step"``.
     """
 
-    SAME_STEP = "same_step"
-    NEXT_STEP = "next_step"
+    NEXT_STEP = "NextStep"
+    SAME_STEP = "SameStep"
+
+    @classmethod
+    def _missing_(cls, value: object) -> AutoresetMode | None:
+        value = getattr(value, "value", value)  # another enum's member, e.g. GEM's own
+        if isinstance(value, str):
+            key = value.replace("_", "").replace("-", "").lower()
+            for member in cls:
+                if member.value.lower() == key:
+                    return member
+        return None
+
+
+class VectorSizeError(ValueError, AssertionError):
+    """A batch argument (actions, seeds, per-env kwargs) whose length is not the number of
+    envs. GEM asserts these; this is both error types, so either ``except`` catches it."""
 
 
 @dataclass(frozen=True)
@@ -100,25 +112,68 @@ class EnvCall(NamedTuple):
 Plan = Generator[EnvCall, Any, T]
 
 
-class VectorEnv(ABC):
+class SpawnOf:
+    """The ``env_fns`` entry of a vector env built from env instances: each call returns a new
+    env like ``env`` (``env.spawn()``; a deep copy of an env that cannot spawn, as GEM's)."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+
+    def __call__(self) -> Env:
+        try:
+            return self.env.spawn()
+        except NotImplementedError:
+            return copy.deepcopy(self.env)
+
+    def __repr__(self) -> str:
+        return f"SpawnOf({self.env!r})"
+
+
+class VectorEnv(Env):
     """A batch of envs with autoreset, subset stepping and per-env error isolation.
+
+    Built GEM's way, ``VectorEnv(env_ids, env_fns, autoreset_mode)`` (each of ``env_fns`` is
+    called once to make an env), or from envs already made: ``VectorEnv(envs)`` or
+    ``VectorEnv(envs=envs, env_ids=...)``, whose ``env_fns`` then spawn new envs like them.
+    Either way ``envs``, ``env_fns``, ``env_ids`` and ``num_envs`` are GEM's attributes.
 
     The shared part of :class:`SyncVectorEnv` and :class:`AsyncVectorEnv`: the contract, the
     plans of what each env does in a batch, and the assembly of the batch's results.
     """
 
+    _guards = {}  # the envs guard their own steps; a batch of actions is not one action
+    _expose_settings = False
+
     #: Whether the class can cut a step at ``step_timeout``.
-    supports_step_timeout = True
+    supports_step_timeout: ClassVar[bool] = True
 
     def __init__(
         self,
-        envs: Sequence[Env],
-        env_ids: Sequence[str] | None = None,
-        *,
+        envs_or_env_ids: Sequence[Env] | Sequence[str] | None = None,
+        /,
+        env_fns: Sequence[Callable[[], Env]] | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        *,
+        env_ids: Sequence[str] | None = None,
+        envs: Sequence[Env] | None = None,
         step_timeout: float | None = None,
         seed: int | None = None,
     ) -> None:
+        super().__init__(seed)
+        first = list(envs_or_env_ids) if envs_or_env_ids is not None else None
+        if first and all(isinstance(x, str) for x in first):  # GEM's (env_ids, env_fns)
+            if env_ids is not None:
+                raise TypeError("env_ids given twice: positionally and by keyword")
+            env_ids = first
+        elif first is not None:
+            if envs is not None:
+                raise TypeError("envs given twice: positionally and by keyword")
+            envs = first
+        if envs is None:
+            if env_fns is None:
+                raise TypeError("a vector env needs env_fns (GEM's signature) or envs")
+            envs = [env_fn() for env_fn in env_fns]
+        envs = list(envs)
         if not envs:
             raise ValueError("a vector env needs at least one env")
         if step_timeout is not None and not self.supports_step_timeout:
@@ -127,16 +182,18 @@ class VectorEnv(ABC):
                 "step, which cannot be interrupted; use AsyncVectorEnv "
                 "(make_vec(..., async_mode=True)) for step timeouts"
             )
-        self.envs = list(envs)
-        self.num_envs = len(self.envs)
-        self.env_ids = list(env_ids) if env_ids else [e.env_id or "" for e in self.envs]
+        self.envs = envs
+        self.num_envs = len(envs)
+        self.env_fns = list(env_fns) if env_fns is not None else [SpawnOf(env) for env in envs]
+        if env_ids is not None and len(env_ids) != self.num_envs:
+            raise VectorSizeError(f"got {len(env_ids)} env_ids for {self.num_envs} envs")
+        self.env_ids = list(env_ids) if env_ids else [getattr(e, "env_id", None) or "" for e in envs]
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.step_timeout = step_timeout
         self.seed = seed
         self._needs_reset = [False] * self.num_envs
 
-    @abstractmethod
-    def reset(
+    def reset(  # type: ignore[override]
         self,
         seed: Seeds = None,
         env_kwargs: Sequence[Mapping[str, Any]] | None = None,
@@ -144,19 +201,24 @@ class VectorEnv(ABC):
     ) -> ResetBatch:
         """Reset every env. An int ``seed`` seeds env ``i`` with ``seed + i``; ``env_kwargs``
         gives each env its own reset kwargs on top of the shared ``kwargs``."""
+        raise NotImplementedError
 
-    @abstractmethod
-    def step(self, actions: Actions) -> StepBatch:
+    def step(self, actions: Actions) -> StepBatch:  # type: ignore[override]
         """Step the envs. A sequence steps all of them; a dict ``{index: action}`` steps only
         those, and the results hold only those, in the dict's order."""
+        raise NotImplementedError
 
-    @abstractmethod
     def close(self) -> None:
         """Close every env, each isolated from the others' failures; then, if any failed,
         raise an :class:`ExceptionGroup` naming each of them."""
+        raise NotImplementedError
 
     def sample_random_actions(self) -> list[Any]:
         return [env.sample_random_action() for env in self.envs]
+
+    def sample_random_action(self) -> list[Any]:  # type: ignore[override]
+        """One random action per env (the batch's random action)."""
+        return self.sample_random_actions()
 
     def __len__(self) -> int:
         return self.num_envs
@@ -179,7 +241,7 @@ class VectorEnv(ABC):
     ) -> list[tuple[int, Plan[ResetReturn]]]:
         seeds = self._seeds(seed)
         if env_kwargs is not None and len(env_kwargs) != self.num_envs:
-            raise ValueError(f"env_kwargs has {len(env_kwargs)} entries for {self.num_envs} envs")
+            raise VectorSizeError(f"env_kwargs has {len(env_kwargs)} entries for {self.num_envs} envs")
         return [
             (i, self._reset_plan(i, seeds[i], {**kwargs, **(env_kwargs[i] if env_kwargs else {})}))
             for i in range(self.num_envs)
@@ -193,7 +255,7 @@ class VectorEnv(ABC):
                     raise IndexError(f"env index {i} out of range for {self.num_envs} envs")
         else:
             if len(actions) != self.num_envs:
-                raise ValueError(f"got {len(actions)} actions for {self.num_envs} envs")
+                raise VectorSizeError(f"got {len(actions)} actions for {self.num_envs} envs")
             indices = list(range(self.num_envs))
         return [(i, self._step_plan(i, actions[i])) for i in indices]
 
@@ -262,140 +324,5 @@ class VectorEnv(ABC):
         if isinstance(seed, int):
             return [seed + i for i in range(self.num_envs)]
         if len(seed) != self.num_envs:
-            raise ValueError(f"got {len(seed)} seeds for {self.num_envs} envs")
+            raise VectorSizeError(f"got {len(seed)} seeds for {self.num_envs} envs")
         return list(seed)
-
-
-class SyncVectorEnv(VectorEnv):
-    """Steps envs one after another through their sync faces (GEM's ``SyncVectorEnv``).
-
-    No event loop is involved beyond what each env's own sync face uses. ``step_timeout`` is
-    not supported (a sync call cannot be interrupted); use :class:`AsyncVectorEnv` for it.
-    """
-
-    supports_step_timeout = False
-
-    def reset(
-        self,
-        seed: Seeds = None,
-        env_kwargs: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> ResetBatch:
-        plans = self._reset_plans(seed, env_kwargs, kwargs)
-        return self._reset_batch([self._drive(i, plan) for i, plan in plans])
-
-    def step(self, actions: Actions) -> StepBatch:
-        return self._step_batch([self._drive(i, plan) for i, plan in self._step_plans(actions)])
-
-    def close(self) -> None:
-        errors: dict[int, Exception] = {}
-        for i, env in enumerate(self.envs):
-            try:
-                env.close()
-            except Exception as exc:  # the others must still be closed
-                errors[i] = exc
-        self._raise_close_errors(errors)
-
-    def _drive(self, i: int, plan: Plan[T]) -> T:
-        """Run ``plan`` against env ``i``'s sync face."""
-        env, result = self.envs[i], None
-        try:
-            while True:
-                call = plan.send(result)
-                try:
-                    result = call.checked(getattr(env, call.method)(*call.args, **call.kwargs))
-                except Exception as exc:  # isolation: one env's bug must not end the batch
-                    result = EnvError.from_exception(exc)
-        except StopIteration as done:
-            return done.value
-
-
-class AsyncVectorEnv(VectorEnv):
-    """Steps envs concurrently on one event loop: no thread per env. ``async with`` closes
-    every env at the end of the block."""
-
-    async def __aenter__(self) -> AsyncVectorEnv:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def areset(
-        self,
-        seed: Seeds = None,
-        env_kwargs: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> ResetBatch:
-        """The async face of :meth:`reset`."""
-        return self._reset_batch(await self._gather(self._reset_plans(seed, env_kwargs, kwargs)))
-
-    async def astep(self, actions: Actions) -> StepBatch:
-        """The async face of :meth:`step`."""
-        return self._step_batch(await self._gather(self._step_plans(actions)))
-
-    async def aclose(self) -> None:
-        """The async face of :meth:`close`; the envs close concurrently, and one's failure
-        cancels none of the others."""
-        errors: dict[int, Exception] = {}
-
-        async def close(i: int) -> None:
-            try:
-                await self.envs[i].aclose()
-            except Exception as exc:  # the others must still be closed
-                errors[i] = exc
-
-        async with anyio.create_task_group() as tg:
-            for i in range(self.num_envs):
-                tg.start_soon(close, i)
-        self._raise_close_errors(dict(sorted(errors.items())))
-
-    # -- sync face ---------------------------------------------------------------------
-    def reset(
-        self,
-        seed: Seeds = None,
-        env_kwargs: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> ResetBatch:
-        return run_sync(self.areset, seed, env_kwargs, **kwargs)
-
-    def step(self, actions: Actions) -> StepBatch:
-        return run_sync(self.astep, actions)
-
-    def close(self) -> None:
-        run_sync(self.aclose)
-
-    # -- driving plans -----------------------------------------------------------------
-    async def _gather(self, plans: list[tuple[int, Plan[T]]]) -> list[T]:
-        """Run each plan against its env's async face, concurrently in one task group; envs
-        that never suspend run inline, since a task each would only add overhead."""
-        results: list[Any] = [None] * len(plans)
-
-        async def one(k: int) -> None:
-            results[k] = await self._drive(*plans[k])
-
-        async with anyio.create_task_group() as tg:
-            for k, (i, _) in enumerate(plans):
-                if self.envs[i].suspends:
-                    tg.start_soon(one, k)
-                else:
-                    await one(k)
-        return results
-
-    async def _drive(self, i: int, plan: Plan[T]) -> T:
-        """Run ``plan`` against env ``i``'s async face, each call under the step timeout."""
-        env, result = self.envs[i], None
-        try:
-            while True:
-                call = plan.send(result)
-                method = getattr(env, "a" + call.method)
-                try:
-                    if self.step_timeout is None:  # a cancel scope costs more than a game step
-                        result = call.checked(await method(*call.args, **call.kwargs))
-                    else:  # the timeout's error stands unless the call returns in time
-                        result = EnvError(f"timed out after {self.step_timeout} s", "timeout")
-                        with anyio.move_on_after(self.step_timeout):
-                            result = call.checked(await method(*call.args, **call.kwargs))
-                except Exception as exc:  # isolation: one env's bug must not end the batch
-                    result = EnvError.from_exception(exc)
-        except StopIteration as done:
-            return done.value
