@@ -311,6 +311,39 @@ def test_our_tool_wrapper_wraps_a_plain_gem_env():
     env.close()
 
 
+def echo_tool(base: type) -> type:
+    """A tool written as GEM's docs write tools, on ``base`` (GEM's BaseTool or ours)."""
+
+    class Echo(base):  # type: ignore[misc, valid-type]
+        tool_type = "echo"
+
+        def instruction_string(self) -> str:
+            return "Echo text with <echo>...</echo>."
+
+        def execute_action(self, action: str) -> tuple[bool, bool, str, str]:
+            start, end = action.find("<echo>"), action.find("</echo>")
+            if start < 0 or end < 0:
+                return False, False, "", action
+            text = action[start + len("<echo>") : end]
+            return True, text == "fail", f"echo: {text}", action[: end + len("</echo>")]
+
+    return Echo
+
+
+def test_a_tool_written_for_gem_answers_as_in_gems_wrapper():
+    from gem.tools.base_tool import BaseTool as GemBaseTool
+    from gem.tools.tool_env_wrapper import ToolEnvWrapper as GemToolEnvWrapper
+
+    from gem_sandbox.tools.base_tool import BaseTool
+    from gem_sandbox.wrappers import ToolEnvWrapper
+
+    actions = ["<echo>hi</echo> and more", "<echo>fail</echo>", "\\boxed{25}", "<echo>again</echo>"]
+    theirs = GemToolEnvWrapper(GemCountdown(length=3), tools=[echo_tool(GemBaseTool)()], tool_reward=0.1)
+    ours = ToolEnvWrapper(Countdown(length=3), tools=[echo_tool(BaseTool)()], tool_reward=0.1)
+    assert play(ours, actions) == play(theirs, actions)
+    ours.close()
+
+
 def test_a_plain_gem_env_has_state_and_spawns_as_gem_says():
     ours = stack(GemCountdown(length=3))
     ours.reset(seed=1)

@@ -93,7 +93,6 @@ KNOWN_GAPS = {
     ("gem.envs.code_env", "CodeEnv"): {"<positional order>"},
     # gem_sandbox.tools (owned elsewhere): tools have no worker pool (calls are concurrent on
     # the runtime), and SearchTool's positional order is (topk, timeout, search_url, index).
-    ("gem.tools.base_tool", "BaseTool"): {"num_workers", "<positional order>"},
     ("gem.tools.search_tool", "SearchTool"): {"num_workers", "<positional order>"},
     # VectorEnv's first positional parameter takes GEM's env_ids or envs already made
     # (``VectorEnv(env_ids, env_fns)``, ``VectorEnv(env_ids=..., env_fns=...)`` both work).

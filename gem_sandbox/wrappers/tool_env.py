@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -153,7 +154,8 @@ class ToolEnvWrapper(EnvWrapper):
             call = find_call(action, self.tools, json_calls=self.json_tool_calls)
             if call is None:
                 return None
-            return (call, *await self._execute(call))
+            output, tool_type = await self._execute(call)
+            return None if output.details.get("valid") is False else (call, output, tool_type)
         json_call = parse_json_call(action, {t.name: t for t in self.tools}) if self.json_tool_calls else None
         answer: tuple[ToolCall | ToolCallError, ToolOutput, str] | None = None
         for tool in self.tools:  # GEM's order: each tool in turn until one succeeds
@@ -164,6 +166,10 @@ class ToolEnvWrapper(EnvWrapper):
             if call is None:
                 continue
             output = await tool.aexecute(call, self.episode)
+            if output.details.get("valid") is False:  # a GEM-style tool found no call of its own
+                continue
+            if "parsed_action" in output.details:  # ... or said which part it read
+                call = dataclasses.replace(call, parsed_action=output.details["parsed_action"])
             answer = (call, output, tool.tool_type)
             if not output.error:
                 break
