@@ -360,7 +360,7 @@ class Env(Generic[ObsType, ActType]):
         ``reset(seed=seed)``'s, or with ``same_state`` the episodes after this one draw from
         it; other ``kwargs`` are set on the copy."""
         seed = kwargs.pop("seed", None)
-        clone = copy.deepcopy(self)
+        clone = self._spawn_copy()
         for key, value in kwargs.items():
             setattr(clone, key, value)
         if not same_state:
@@ -368,6 +368,11 @@ class Env(Generic[ObsType, ActType]):
         elif seed is not None:
             clone.seed_rng(seed)
         return clone
+
+    def _spawn_copy(self) -> Env:
+        """The copy :meth:`spawn` starts from: a deep copy (envs sharing heavy read-only data
+        override this)."""
+        return copy.deepcopy(self)
 
     @property
     def unwrapped(self) -> Env:

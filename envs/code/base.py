@@ -101,16 +101,8 @@ class ScoredCodeEnv(Env[str, str]):
         """The episode and the task order; the runtime (shared, not state) is left out."""
         return copy.deepcopy({k: v for k, v in vars(self).items() if k != "runtime"})
 
-    def spawn(self, same_state: bool = False, **kwargs: Any) -> Env:
-        """A copy sharing the tasks and the runtime, with its own order and episode;
-        ``seed=`` reseeds it, as GEM's ``spawn`` does."""
-        seed = kwargs.pop("seed", None)
+    def _spawn_copy(self) -> Env:
+        """A copy sharing the tasks and the runtime, with its own order and episode."""
         clone = copy.copy(self)
         clone.set_state(self.get_state())
-        for key, value in kwargs.items():
-            setattr(clone, key, value)
-        if not same_state:
-            clone.reset(seed=seed)
-        elif seed is not None:
-            clone.seed_rng(seed)
         return clone

@@ -24,7 +24,7 @@ import reprlib
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, overload
 
-from gem_sandbox.core import Env, InvalidAction, ResetNeeded, ResetReturn
+from gem_sandbox.core import Env, InvalidAction, ResetNeeded, _guard_areset, _guard_reset
 from gem_sandbox.sync import run_sync
 
 #: ``(observations, rewards, terminations, truncations, infos)``, each keyed by agent id.
@@ -125,37 +125,11 @@ class AgentSelector:
         return f"AgentSelector({self._agents!r}, mode={self.mode!r}, selected={self.selected!r})"
 
 
-# The guards of a multi-agent env's reset/areset/step/astep (installed through ``Env._guards``,
-# the hook ``Env.__init_subclass__`` reads): the core's guards treat a dict action as a type
+# The guards of a multi-agent env's step/astep (installed through ``Env._guards``, the hook
+# ``Env.__init_subclass__`` reads; reset and areset keep the core's): the core's step guards treat a dict action as a type
 # error and a returned non-empty terminations dict as the episode's end. Here the episode ends
 # when no agent is left, and :meth:`MultiAgentEnv.check_step` checks the action dict. Writes are
 # idempotent, as in the core, so a subclass's step that calls ``super().step()`` counts one turn.
-def _guard_reset(fn: Callable[..., ResetReturn]) -> Callable[..., ResetReturn]:
-    @functools.wraps(fn)
-    def reset(self: MultiAgentEnv, *args: Any, **kwargs: Any) -> ResetReturn:
-        self._turn, self._done = 0, False
-        try:
-            return fn(self, *args, **kwargs)
-        except BaseException:
-            self._turn = None
-            raise
-
-    return reset
-
-
-def _guard_areset(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    async def areset(self: MultiAgentEnv, *args: Any, **kwargs: Any) -> ResetReturn:
-        self._turn, self._done = 0, False
-        try:
-            return await fn(self, *args, **kwargs)
-        except BaseException:
-            self._turn = None
-            raise
-
-    return areset
-
-
 def _guard_step(fn: Callable[..., MultiStepReturn]) -> Callable[..., MultiStepReturn]:
     @functools.wraps(fn)
     def step(self: MultiAgentEnv, actions: Any) -> MultiStepReturn:
