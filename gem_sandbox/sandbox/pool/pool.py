@@ -2,7 +2,7 @@
 
 Life of a sandbox::
 
-    launch -> idle -> leased -> (release) -> reset + probe -> idle  (or destroy -> refill)
+    launch -> idle -> leased -> (release) -> verified reset -> idle  (or destroy -> refill)
 
 Everything the pool does in the background lives in one task group owned by the pool: the
 supervisor (:mod:`.supervisor`: refills to ``min_idle`` plus demand, health checks), each
@@ -260,9 +260,8 @@ class SandboxPool:
             sandbox = slot.sandbox
             expired = slot.uses >= self.config.max_uses or self._too_old(slot)
             if sandbox.alive and not expired:
-                try:
-                    await sandbox.reset(timeout=self.config.reset_timeout)
-                    await sandbox.ping(timeout=self.config.reset_timeout)
+                try:  # the agent answers a reset only once it verified the sandbox clean:
+                    await sandbox.reset(timeout=self.config.reset_timeout)  # that is the probe
                     self._counters.resets += 1
                 except (SandboxError, TimeoutError) as exc:
                     if self.open:  # at shutdown the pool itself closed it
