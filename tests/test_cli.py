@@ -129,10 +129,18 @@ def test_search_serve_on_a_port_in_use_says_so(tmp_path: Path, index: Path) -> N
 def test_an_interrupt_exits_130_quietly(tmp_path: Path, index: Path) -> None:
     pytest.importorskip("aiohttp")
     argv = [sys.executable, "-m", "gem_sandbox.cli", "search", "serve", "--db", str(index), "--port", "0"]
-    with subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as server:
-        assert server.stdout is not None and "retrieval server" in server.stdout.readline()
-        server.send_signal(signal.SIGINT)
-        _, stderr = server.communicate(timeout=30)
+    # A shell that starts a job in the background has it ignore SIGINT, and Python keeps an
+    # inherited "ignored": the server gets the default disposition a terminal would give it.
+    with subprocess.Popen(
+        argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    ) as server:
+        try:
+            assert server.stdout is not None and "retrieval server" in server.stdout.readline()
+            server.send_signal(signal.SIGINT)
+            _, stderr = server.communicate(timeout=30)
+        finally:
+            server.kill()  # a failed assertion must not leave the with-block waiting forever
     assert server.returncode == 130 and stderr == ""
 
 
