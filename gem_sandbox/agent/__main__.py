@@ -1,17 +1,29 @@
 """``python3 -m gem_agent``: parse the options and serve the protocol until told to stop."""
 
-import asyncio
-import logging
 import os
-import signal
 import sys
-
-from .config import parse_args
-from .server import serve
 
 
 def main(argv=None):
+    zygote = None
+    if os.geteuid() == 0:
+        # Forked first, before the agent imports anything else (even argparse): runs fork
+        # from this small process, not from the agent's heap (see zygote.py).
+        from . import zygote as fork_server
+
+        zygote = fork_server.start()
+    from .config import parse_args
+
     config = parse_args(argv)
+    if zygote is not None and not config.uid_mode:
+        zygote.close()  # token mode forks from the agent; the zygote exits at its EOF
+        zygote = None
+    import asyncio
+    import logging
+    import signal
+
+    from .server import serve
+
     if config.log_fd is not None:
         os.dup2(config.log_fd, 2)
         os.close(config.log_fd)
@@ -21,7 +33,7 @@ def main(argv=None):
         format="gem-agent %(levelname)s %(message)s",
     )
     try:
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, zygote))
     finally:
         if config.stop_init:
             os.kill(1, signal.SIGTERM)

@@ -1,6 +1,7 @@
 """The agent's command line: what the backend that starts it decides about this sandbox."""
 
 import argparse
+import os
 
 DESCRIPTION = """\
 gem-sandbox agent: serves the framed protocol (see protocol.py) on stdin/stdout and logs to
@@ -64,4 +65,6 @@ def parse_args(argv=None):
         config.gid = config.uid_base
     if config.uid_count < 1:
         parser.error("--uid-count must be at least 1")
+    # Each tenant its own uid: given a range and root to switch to it; else token mode.
+    config.uid_mode = config.uid_base is not None and os.geteuid() == 0
     return config

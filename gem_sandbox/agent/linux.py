@@ -4,11 +4,8 @@ Each is defence in depth on top of uids and rlimits, so each degrades to a no-op
 False where ctypes or the call is missing (a minimal image's Python may lack ctypes).
 """
 
-import logging
-import platform
+import os
 import struct
-
-log = logging.getLogger(__name__)
 
 PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
@@ -59,8 +56,15 @@ try:
     class _CapData(ctypes.Structure):
         _fields_ = [(name, ctypes.c_uint32) for name in ("effective", "permitted", "inheritable")]
 
+    class _Program(ctypes.Structure):  # struct sock_fprog
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
 except (ImportError, OSError) as exc:
-    log.warning("no ctypes/libc (%s): running without subreaper and no_new_privs", exc)
+    import logging  # only here: the zygote, which imports this module, stays without it
+
+    logging.getLogger(__name__).warning(
+        "no ctypes/libc (%s): running without subreaper and no_new_privs", exc
+    )
     _libc = None
 
 
@@ -85,14 +89,34 @@ def set_not_dumpable():
 def deny_shared_kernel_state():
     """Install the seccomp filter of :data:`_DENIED` (needs ``no_new_privs`` first). False
     where the architecture is unknown or seccomp is missing."""
-    known = _SYSCALLS.get(platform.machine())
-    if _libc is None or known is None:
+    program = seccomp_program()
+    if _libc is None or program is None:
         return False
+    fprog = _Program(len(program) // 8, ctypes.cast(ctypes.c_char_p(program), ctypes.c_void_p))
+    return _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0
+
+
+_FILTER = []  # the assembled filter, once: every child forked later inherits it
+
+
+def seccomp_program():
+    """The filter as raw BPF (None where the architecture is unknown), assembled once per
+    process: a run's child only loads it."""
+    if not _FILTER:
+        _FILTER.append(_build_filter())
+    return _FILTER[0]
+
+
+def _build_filter():
+    machine = os.uname().machine
+    known = _SYSCALLS.get(machine)
+    if known is None:
+        return None
     arch, numbers = known
     # (code, k, label to jump to when true, label when false); None: the next instruction.
     program = [(_LD, 4, None, None), (_JEQ, arch, None, "deny")]  # another ABI (i386): deny
     program.append((_LD, 0, None, None))
-    if platform.machine() == "x86_64":
+    if machine == "x86_64":
         program.append((_JGE, _X32_BIT, "deny", None))  # the x32 ABI: deny it whole
     program += [(_JEQ, numbers[name], "deny", None) for name in _DENIED]
     program += [
@@ -102,7 +126,7 @@ def deny_shared_kernel_state():
         (_JSET, _CLONE_NEW_FLAGS, "deny", "allow"),
     ]
     labels = {"allow": _RET_ALLOW, "enosys": _RET_ENOSYS, "deny": _RET_EPERM}
-    return _load_filter(_assemble(program, labels))
+    return b"".join(struct.pack("=HBBI", *insn) for insn in _assemble(program, labels))
 
 
 _LD, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|..|K
@@ -118,17 +142,6 @@ def _assemble(program, labels):
 
     code = [(op, offset(i, t), offset(i, f), k) for i, (op, k, t, f) in enumerate(program)]
     return code + [(_RET, 0, 0, value) for value in labels.values()]
-
-
-def _load_filter(program):
-    raw = b"".join(struct.pack("=HBBI", *insn) for insn in program)
-    buffer = ctypes.create_string_buffer(raw, len(raw))
-
-    class _Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    fprog = _Program(len(program), ctypes.addressof(buffer))
-    return _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0
 
 
 def set_no_new_privs():

@@ -4,7 +4,6 @@ Used by runs (``python -c`` semantics) and kernels (one namespace, many commands
 runs in the child, after :mod:`.children` has set up descriptors, limits and identity.
 """
 
-import ast
 import atexit
 import os
 import sys
@@ -39,10 +38,17 @@ def run_source(code, cwd):
     return _finish(status)
 
 
+def load_kernel_modules():
+    """Import what a kernel needs beyond a run, while the child can still read everything
+    (before it becomes its tenant): not in the zygote, where every run would carry it."""
+    global ast
+    import ast
+
+
 def serve_cells(cwd):
     """A kernel: run each command from fd 4 in one namespace, answering ``<seq> 0`` (ok) or
     ``<seq> 1`` (raised) on fd 3, until the agent hangs up. Like a notebook cell, a command
-    whose last statement is an expression prints its repr."""
+    whose last statement is an expression prints its repr. Needs :func:`load_kernel_modules`."""
     namespace = _new_main(cwd, "")
     commands = os.fdopen(COMMANDS_FD, "rb", buffering=65536, closefd=False)
     while True:

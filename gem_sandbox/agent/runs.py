@@ -14,9 +14,11 @@ import signal
 
 from . import children, files, results
 from .children import Child
+from .forked import exit_outcome
 from .limits import Limits
 from .pipes import Capture, PipeReader, PipeWriter
-from .protocol import Refused
+from .protocol import Refused, text_bytes
+from .zygote import ForkFailed
 
 log = logging.getLogger(__name__)
 NO_ROOM = "gem-sandbox: the sandbox's process limit is full; the run could not start"
@@ -38,16 +40,16 @@ def timeout_of(header, default=10.0):
 class Runner:
     """Runs programs; keeps one child prepared ahead (see :mod:`.children`)."""
 
-    def __init__(self, loop, config, reaper, tenants, workspace, oom, programs):
+    def __init__(self, loop, config, forker, tenants, workspace, oom, programs):
         self.loop = loop
         self.oom = oom
         self.config = config
-        self.reaper = reaper
+        self.forker = forker
         self.tenants = tenants
         self.workspace = workspace
         self.programs = programs  # {"bash": "/usr/bin/bash", "cpp": "/usr/bin/g++"} as found
         self.languages = ["python"] + [lang for lang in ("bash", "cpp") if lang in programs]
-        self.spare = None  # a _Prepared child, ready for the next run
+        self.spare = None  # the task preparing a child for the next run
         self.stopped = False
         self.runs_total = 0
         self.generation = 0  # bumped by a reset: runs it killed report "killed"
@@ -88,33 +90,34 @@ class Runner:
 
     def prepare_spare(self):
         if self.spare is None and not self.stopped:
-            try:
-                self.spare = _Prepared(self.loop, self.reaper)
-            except BlockingIOError:  # the process limit is full; the next run forks its own
-                return
-            self.tenants.exempt.add(self.spare.child.pid)
+            self.spare = self.loop.create_task(_Prepared.fork(self.loop, self.forker))
 
     def discard_spare(self):
         self.stopped = True
-        if self.spare is not None:
-            self.spare.child.discard()
-            self.spare.close()
-            self.spare = None
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            spare.cancel()  # a fork still on its way is undone (its orders pipe closes)
+            if spare.done() and not spare.cancelled() and spare.exception() is None:
+                spare.result().discard()
 
     async def _take_child(self):
         spare, self.spare = self.spare, None
         if spare is not None:
-            self.tenants.exempt.discard(spare.child.pid)
-            if not spare.child.exited.done():
-                return spare
-            spare.close()
+            try:
+                prepared = await spare
+            except ForkFailed:  # the process limit was full; fork again below
+                prepared = None
+            if prepared is not None:
+                if not prepared.child.exited.done():
+                    return prepared
+                prepared.discard()
         # Processes of other runs of this tenant may fill the pids limit for a moment: a
         # failed fork is retried before the run fails. None when there is still no room.
         deadline = self.loop.time() + FORK_RETRY
         while True:
             try:
-                return _Prepared(self.loop, self.reaper)
-            except BlockingIOError:
+                return await _Prepared.fork(self.loop, self.forker)
+            except ForkFailed:
                 if self.loop.time() > deadline:
                     return None
                 await asyncio.sleep(0.02)
@@ -126,14 +129,14 @@ class Runner:
             return {
                 "program": "exec",
                 "scratch": scratch,
-                "files": {"main.sh": code},
+                "files": {"main.sh": text_bytes(code)},
                 "argv": [self.programs["bash"], os.path.join(scratch, "main.sh")],
             }
         source, binary = os.path.join(scratch, "main.cpp"), os.path.join(scratch, "main")
         return {
             "program": "exec",
             "scratch": scratch,
-            "files": {"main.cpp": code},
+            "files": {"main.cpp": text_bytes(code)},
             "before": [[self.programs["cpp"], "-O2", "-std=c++17", "-o", binary, source]],
             "argv": [binary],
         }
@@ -187,7 +190,7 @@ class Runner:
                 reader.close()
         if child.exited.done():
             status_word, usage = child.exited.result()
-            code, sig = children.exit_outcome(status_word)
+            code, sig = exit_outcome(status_word)
             cpu_ms = children.cpu_ms(usage)
         else:  # stuck in the kernel past the grace (D state): report what we did to it
             code, sig, cpu_ms = -signal.SIGKILL, signal.SIGKILL, 0.0
@@ -211,20 +214,29 @@ class Runner:
 class _Prepared:
     """A prepared child and the agent's ends of its stdin, stdout and stderr."""
 
-    def __init__(self, loop, reaper):
+    def __init__(self, child, stdin, stdout, stderr):
+        self.child = child
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+
+    @classmethod
+    async def fork(cls, loop, forker):
         ends = [os.pipe() for _ in range(3)]
-        (in_r, self.stdin), (self.stdout, out_w), (self.stderr, err_w) = ends
+        (in_r, stdin), (stdout, out_w), (stderr, err_w) = ends
         theirs = (in_r, out_w, err_w)
         try:
-            self.child = Child(loop, reaper, dict(enumerate(theirs)))
+            child = await Child.fork(loop, forker, dict(enumerate(theirs)))
         except BaseException:
-            self.close()
+            for fd in (stdin, stdout, stderr):
+                os.close(fd)
             raise
         finally:
             for fd in theirs:
                 os.close(fd)
+        return cls(child, stdin, stdout, stderr)
 
-    def close(self):
+    def discard(self):
+        """Let an unstarted child go (it exits when its orders pipe closes)."""
+        self.child.discard()
         for fd in (self.stdin, self.stdout, self.stderr):
             os.close(fd)
 

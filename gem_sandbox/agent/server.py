@@ -25,6 +25,7 @@ from .runs import Runner
 from .shells import Shells
 from .tenants import Tenants, snapshot
 from .workspace import RUN_PATH, Workspace
+from .zygote import DirectForker
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +37,18 @@ TRIM_SLACK_KB = 4096  # growth over the idle size that a reset gives back to the
 class Agent:
     """The operations, over the parts that do the work."""
 
-    def __init__(self, config, loop, send):
+    def __init__(self, config, loop, send, zygote=None):
         self.send = send
         self.started = time.monotonic()
         self.idle_rss_kb = 0  # set once serving: what a reset trims the agent back towards
         self.stopping = asyncio.Event()
         self.reaper = Reaper(loop)
         self.tenants = Tenants(config, self.reaper)
+        if zygote is None:
+            self.forker = DirectForker(self.reaper, self.tenants.exempt)
+        else:
+            zygote.attach(loop, self.reaper, self.tenants.exempt, self.fail)
+            self.forker = zygote
         self.workspace = Workspace(config, self.tenants.gid)
         self.workspace.prepare()
         programs = {}
@@ -51,7 +57,7 @@ class Agent:
             if path:
                 programs[language] = path
         oom = OomCounter(config.oom_counter)
-        parts = (loop, config, self.reaper, self.tenants, self.workspace, oom)
+        parts = (loop, config, self.forker, self.tenants, self.workspace, oom)
         self.runner = Runner(*parts, programs)
         self.kernels = Kernels(*parts)
         self.shells = Shells(*parts, programs.get("bash"))
@@ -82,6 +88,12 @@ class Agent:
             "workdir": self.workspace.workdir,
             "tmpdir": self.workspace.tmpdir,
         }
+
+    def fail(self, reason):
+        """The agent cannot go on (its fork server died): stop, so the host sees the sandbox
+        die and reports the runs in flight as ``infra_error``."""
+        log.error("%s; stopping", reason)
+        self.stopping.set()
 
     async def handle(self, header, payload):
         request_id = header["id"]
@@ -138,6 +150,7 @@ class Agent:
     async def reset(self, header, payload):
         """Kill every user process, drop kernels and shells, empty the dirs, then check."""
         self.runner.generation += 1
+        await self.forker.settled()
         killed = await self.tenants.kill_all()
         self.kernels.forget_all()
         self.shells.forget_all()
@@ -165,6 +178,7 @@ class Agent:
         return {"killed": killed}, b""
 
     async def stats(self, header, payload):
+        await self.forker.settled()  # a child on its way is the agent's, not a user process
         return {
             "processes": len(self.tenants.strays(snapshot())),
             "kernels": self.kernels.names(),
@@ -179,7 +193,8 @@ class Agent:
         return {}, b""
 
 
-async def serve(config):
+async def serve(config, zygote=None):
+    """Serve until told to stop; runs are forked by ``zygote`` when given (uid mode)."""
     loop = asyncio.get_running_loop()
     os.umask(0o002)
     linux.set_not_dumpable()
@@ -197,7 +212,7 @@ async def serve(config):
             frame = protocol.encode({"id": header["id"], "ok": False, "error": error})
         writer.write(frame)
 
-    agent = Agent(config, loop, send)
+    agent = Agent(config, loop, send, zygote)
     tasks = set()
     buffer = bytearray()
 
@@ -237,6 +252,7 @@ async def serve(config):
         await asyncio.wait(list(tasks), timeout=FLUSH_PATIENCE)
     agent.runner.discard_spare()
     await agent.tenants.kill_all()
+    agent.forker.close()
     deadline = loop.time() + FLUSH_PATIENCE
     while writer.buffer and not writer.closed and loop.time() < deadline:
         await asyncio.sleep(0.01)

@@ -19,10 +19,10 @@ observations, as for runs.
 
 import asyncio
 import os
-import secrets
 
-from . import children, results
+from . import results
 from .children import Child
+from .forked import exit_outcome
 from .limits import Limits
 from .pipes import CHUNK, Capture, PipeReader, PipeWriter
 from .protocol import Refused
@@ -92,7 +92,7 @@ class Session:
         # Unpredictable rather than counting: a command can write status lines for numbers it
         # guesses, and lines still in the pipe when the next command starts would otherwise
         # be taken as that command's status.
-        self.seq = secrets.randbits(62)
+        self.seq = int.from_bytes(os.urandom(8), "big") >> 2  # 62 bits, as secrets would, without hashlib
         self.status = self.loop.create_future()
         cpu_before = self.cpu_ms()
         ooms_before = self.oom.count()
@@ -113,7 +113,7 @@ class Session:
         if ended is self.status:
             code, sig = self.status.result(), None
         elif self.exited.done():
-            code, sig = children.exit_outcome(self.exited.result()[0])
+            code, sig = exit_outcome(self.exited.result()[0])
         else:
             code, sig = None, None
         status = results.status_of(
@@ -164,11 +164,11 @@ class Sessions:
     """Sessions by name, one command at a time each. Subclasses say what a session runs
     (:meth:`orders` for :meth:`.Child.start`) and how to interrupt a command."""
 
-    def __init__(self, loop, config, reaper, tenants, workspace, oom):
+    def __init__(self, loop, config, forker, tenants, workspace, oom):
         self.loop = loop
         self.oom = oom
         self.config = config
-        self.reaper = reaper
+        self.forker = forker
         self.tenants = tenants
         self.workspace = workspace
         self.live = {}
@@ -205,7 +205,7 @@ class Sessions:
             session = self.live.get(name)
             if session is None or not session.alive:
                 await self.stop(name)
-                session = self.live[name] = self._start(limits)
+                session = self.live[name] = await self._start(limits)
             fields, payload, survived = await session.execute(
                 lambda seq: self.encode(seq, text), timeout, limits, self.interrupt, self._terminate
             )
@@ -233,7 +233,7 @@ class Sessions:
             self.tenants.release(session.tenant)
         self.live.clear()
 
-    def _start(self, limits):
+    async def _start(self, limits):
         tenant = self.tenants.acquire()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -242,7 +242,7 @@ class Sessions:
         devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         fds = {0: devnull, 1: out_w, 2: err_w, STATUS_FD: status_w, COMMANDS_FD: commands_r}
         try:
-            child = Child(self.loop, self.reaper, fds)
+            child = await Child.fork(self.loop, self.forker, fds)
         except BaseException:
             self.tenants.release(tenant)
             for fd in (out_r, err_r, commands_w, status_r):

@@ -22,8 +22,8 @@ DRIVER = (
 
 
 class Shells(Sessions):
-    def __init__(self, loop, config, reaper, tenants, workspace, oom, bash):
-        Sessions.__init__(self, loop, config, reaper, tenants, workspace, oom)
+    def __init__(self, loop, config, forker, tenants, workspace, oom, bash):
+        Sessions.__init__(self, loop, config, forker, tenants, workspace, oom)
         self.bash = bash
 
     def orders(self):

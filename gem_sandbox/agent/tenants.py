@@ -24,7 +24,6 @@ import asyncio
 import collections
 import logging
 import os
-import secrets
 import signal
 
 from . import ipc
@@ -123,7 +122,7 @@ class Tenants:
         self.reaper = reaper
         self.agent_pid = os.getpid()
         self.agent_uid = os.getuid()
-        self.uid_mode = config.uid_base is not None and os.geteuid() == 0
+        self.uid_mode = config.uid_mode
         self.gid = config.gid if self.uid_mode else None
         if self.uid_mode:
             self.uid_range = range(config.uid_base, config.uid_base + config.uid_count)
@@ -147,7 +146,7 @@ class Tenants:
                     % len(self.uid_range),
                 )
             uid = self.free_uids.popleft()
-        tenant = Tenant(uid, self.gid, secrets.token_hex(8))
+        tenant = Tenant(uid, self.gid, os.urandom(8).hex())  # as secrets would, without hashlib
         self.in_use.add(tenant)
         self.tokens.add(tenant.token)
         return tenant
