@@ -20,8 +20,9 @@ is given by ``stdout_len`` in the header; files travel as an uncompressed tar st
 Operations (arguments -> response fields; payloads in brackets):
 
 ``ping`` -> ``{}``
-``run`` language, code, stdin (true: the payload is its stdin), timeout, env, cwd, limits
-    [stdin] -> result
+``run`` language, code, stdin (true: the payload is its stdin), timeout, env, cwd, limits,
+    stateless [stdin] -> result (a ``stateless`` run's also says whether the sandbox is now
+    ``clean``: as a verified ``reset`` would leave it)
 ``kernel_exec`` kernel, code, timeout, limits -> result (namespace persists per ``kernel``;
     ``limits`` bound the kernel process when it starts and each command's output)
 ``kernel_restart`` kernel -> ``{}``

@@ -63,7 +63,7 @@ class Agent:
         self.shells = Shells(*parts, programs.get("bash"))
         self.ops = {
             "ping": self.ping,
-            "run": self.runner.run,
+            "run": self.run,
             "kernel_exec": self.kernel_exec,
             "kernel_restart": self.kernel_restart,
             "shell": self.shell,
@@ -114,6 +114,18 @@ class Agent:
     async def ping(self, header, payload):
         return {}, b""
 
+    async def run(self, header, payload):
+        """A run; a ``stateless`` one also reports whether the sandbox is now ``clean`` (as
+        a verified reset would leave it), so the host can skip the reset."""
+        fields, out = await self.runner.run(header, payload)
+        if header.get("stateless"):
+            await self.forker.settled()
+            busy = self.tenants.busy() or self.kernels.names() or self.shells.names()
+            fields["clean"] = not busy and not self._leftovers()
+            if fields["clean"]:
+                self._trim()
+        return fields, out
+
     async def kernel_exec(self, header, payload):
         return await self.kernels.execute(
             header.get("kernel", "default"), header.get("code"), header
@@ -161,6 +173,15 @@ class Agent:
             raise Refused(
                 "reset_failed", "emptying the work and tmp dirs failed: %s" % exc
             ) from None
+        problems = self._leftovers()
+        if problems:
+            raise Refused("reset_failed", "; ".join(problems))
+        self._trim()
+        return {"killed": killed}, b""
+
+    def _leftovers(self):
+        """What a tenant left that the next one could see: user processes, files in the
+        work and tmp dirs, System V IPC objects."""
         problems = []
         strays = self.tenants.strays(snapshot())
         if strays:
@@ -170,12 +191,12 @@ class Agent:
             problems.append("%s not empty" % ", ".join(left))
         if ipc.objects():
             problems.append("System V IPC objects survived")
-        if problems:
-            raise Refused("reset_failed", "; ".join(problems))
+        return problems
+
+    def _trim(self):
         if _rss_kb() > self.idle_rss_kb + TRIM_SLACK_KB:  # collecting costs ~5 ms: when due
             gc.collect()
             linux.release_free_memory()
-        return {"killed": killed}, b""
 
     async def stats(self, header, payload):
         await self.forker.settled()  # a child on its way is the agent's, not a user process

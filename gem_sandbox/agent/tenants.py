@@ -158,6 +158,13 @@ class Tenants:
         if self.uid_mode and clean:
             self.free_uids.append(tenant.uid)
 
+    def busy(self):
+        """Whether a tenant is live, or a uid is held back because its processes could not
+        be killed: a sandbox in either state is not clean."""
+        if self.in_use:
+            return True
+        return self.uid_mode and len(self.free_uids) < len(self.uid_range)
+
     def environment(self, tenant):
         return {} if self.uid_mode else {TOKEN_VAR: tenant.token}
 

@@ -241,6 +241,10 @@ class Sandbox:
         :class:`ExecResult`. The host waits its timeout, the agent's ``INTERRUPT_GRACE`` for
         a session command (it gets that long to stop before it is killed), then ``grace``;
         a dead sandbox gives ``infra_error``."""
+        return (await self._exchange(header, payload))[0]
+
+    async def _exchange(self, header: dict[str, Any], payload: bytes) -> tuple[ExecResult, dict[str, Any]]:
+        """:meth:`_result`, with the response header (empty when the sandbox died)."""
         timeout = self.default_timeout if header["timeout"] is None else header["timeout"]
         interrupt = INTERRUPT_GRACE if header["op"] in _SESSION_OPS else 0.0
         wait = timeout + interrupt + self.grace
@@ -250,8 +254,8 @@ class Sandbox:
                 dict(header, timeout=timeout), payload, wait=wait, accept=INFRA_REFUSALS
             )
         except SandboxCrashed as exc:
-            return ExecResult.infra_error(str(exc), _ms_since(started))
-        return ExecResult.from_wire(response, out, waited_ms=_ms_since(started))
+            return ExecResult.infra_error(str(exc), _ms_since(started)), {}
+        return ExecResult.from_wire(response, out, waited_ms=_ms_since(started)), response
 
     async def ping(self, timeout: float = 5.0) -> float:
         """Round trip to the agent in milliseconds."""
@@ -272,6 +276,34 @@ class Sandbox:
     ) -> ExecResult:
         """Run ``code`` in a fresh process. The code's own failures come back as the
         result's status; only the caller's mistakes raise."""
+        return await self._result(*self._run_request(code, language, stdin, timeout, env, cwd, limits))
+
+    async def run_stateless(
+        self,
+        code: str,
+        language: str = "python",
+        *,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> tuple[ExecResult, bool]:
+        """:meth:`run`, and whether the agent then found the sandbox clean: no process, file,
+        IPC object, kernel or shell left, as a verified :meth:`reset` leaves it. A pool hands
+        a clean sandbox to the next tenant without resetting it."""
+        header, data = self._run_request(code, language, stdin, timeout, env, None, None)
+        result, response = await self._exchange(dict(header, stateless=True), data)
+        return result, response.get("clean") is True
+
+    def _run_request(
+        self,
+        code: str,
+        language: str,
+        stdin: str | bytes | None,
+        timeout: float | None,
+        env: Mapping[str, str] | None,
+        cwd: str | None,
+        limits: RunLimits | None,
+    ) -> tuple[dict[str, Any], bytes]:
         languages = self.hello.get("languages", [])
         if self.hello and language not in languages:
             raise UnsupportedLanguage(
@@ -288,7 +320,7 @@ class Sandbox:
             "cwd": cwd,
             "limits": (limits or self.limits).to_wire(),
         }
-        return await self._result(header, data)
+        return header, data
 
     async def shell(
         self, command: str, *, session: str = "default", timeout: float | None = None

@@ -3,6 +3,7 @@
 Life of a sandbox::
 
     launch -> idle -> leased -> (release) -> verified reset -> idle  (or destroy -> refill)
+                         `-> (a stateless run that left it clean) -> idle
 
 Everything the pool does in the background lives in one task group owned by the pool: the
 supervisor (:mod:`.supervisor`: refills to ``min_idle`` plus demand, health checks), each
@@ -150,6 +151,7 @@ class SandboxPool:
             leases=c.leases,
             waits=c.waits,
             resets=c.resets,
+            clean_returns=c.clean_returns,
             replacements=c.replacements,
             launch_failures=c.launch_failures,
             acquire_timeouts=c.acquire_timeouts,
@@ -199,6 +201,10 @@ class SandboxPool:
         it did not lease, or releasing one twice, raises :class:`SandboxError`: that is a bug
         in the caller (a double release could hand one sandbox to two tenants), not a state
         to paper over."""
+        await self._return(sandbox, clean=False)
+
+    async def _return(self, sandbox: Sandbox, clean: bool) -> None:
+        """:meth:`release`; a sandbox the agent just verified ``clean`` skips the reset."""
         slot = self._leased.pop(id(sandbox), None)
         if self.state is not PoolState.OPEN:
             if slot is not None:
@@ -206,6 +212,10 @@ class SandboxPool:
             return
         if slot is None:
             raise SandboxError("release() of a sandbox this pool did not lease (or released twice)")
+        if clean and sandbox.alive and slot.uses < self.config.max_uses and not self._too_old(slot):
+            self._counters.clean_returns += 1
+            self._offer(slot)
+            return
         self._recycling += 1
         assert self._tg is not None
         self._tg.start_soon(self._recycle, slot)
@@ -229,11 +239,23 @@ class SandboxPool:
         env: Mapping[str, str] | None = None,
         files: Mapping[str, bytes | str] | None = None,
     ) -> ExecResult:
-        """One stateless run on any warm sandbox (GEM's semantics): nothing carries over."""
-        async with self.lease() as sandbox:
-            if files:
+        """One stateless run on any warm sandbox (GEM's semantics): nothing carries over.
+
+        The agent checks the sandbox right after the run (a few reads of ``/proc`` and the
+        dirs): a run that wrote no file and left nothing behind hands it straight to the next
+        caller, and only one that did costs a reset. Runs with ``files`` always reset."""
+        if files:
+            async with self.lease() as sandbox:
                 await sandbox.write_files(files)
-            return await sandbox.run(code, language, stdin=stdin, timeout=timeout, env=env)
+                return await sandbox.run(code, language, stdin=stdin, timeout=timeout, env=env)
+        sandbox = await self.acquire()
+        clean = False
+        try:
+            result, clean = await sandbox.run_stateless(code, language, stdin=stdin, timeout=timeout, env=env)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._return(sandbox, clean)
+        return result
 
     # -- internals ---------------------------------------------------------------------
     def _check_open(self) -> None:

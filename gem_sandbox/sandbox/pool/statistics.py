@@ -13,6 +13,7 @@ class Counters:
     leases: int = 0
     waits: int = 0  # acquires that had to queue
     resets: int = 0
+    clean_returns: int = 0  # stateless runs after which the agent found the sandbox clean: no reset
     replacements: int = 0  # sandboxes destroyed because they died, failed a probe or aged out
     launch_failures: int = 0
     acquire_timeouts: int = 0
@@ -26,6 +27,7 @@ class PoolStatistics:
     leases: int
     waits: int
     resets: int
+    clean_returns: int
     replacements: int
     launch_failures: int
     acquire_timeouts: int
