@@ -2,7 +2,7 @@
 
 A child is prepared before it knows what it will run: a new session (so a group kill reaches
 the whole job), its parent's signal handlers and descriptors gone, its stdio in place. Then
-it blocks until its orders (program, rlimits, identity, cwd, environment) arrive as JSON on
+it blocks until its orders (program, rlimits, identity, cwd, environment) arrive on
 its orders pipe, obeys them, and runs Python code in this interpreter or execs a program.
 
 It imports only what the zygote (:mod:`.zygote`, which forks it) may hold: the interpreter
@@ -74,7 +74,7 @@ def _obey(orders):
     if orders["program"] == "kernel":
         pyexec.load_kernel_modules()
     _apply_rlimits(orders["rlimits"])
-    _first_to_die()
+    os.umask(orders.get("umask", 0o002))
     if orders["uid"] is not None:
         os.setgroups([])
         os.setresgid(orders["gid"], orders["gid"], orders["gid"])

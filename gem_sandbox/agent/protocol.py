@@ -21,8 +21,9 @@ Operations (arguments -> response fields; payloads in brackets):
 
 ``ping`` -> ``{}``
 ``run`` language, code, stdin (true: the payload is its stdin), timeout, env, cwd, limits,
-    stateless [stdin] -> result (a ``stateless`` run's also says whether the sandbox is now
-    ``clean``: as a verified ``reset`` would leave it)
+    stateless, shared [stdin] -> result (a ``stateless`` run's also says whether the sandbox
+    is now ``clean``: as a verified ``reset`` would leave it; a ``shared`` one, in uid mode
+    only, runs beside others in a private dir with a group of its own and umask 077)
 ``kernel_exec`` kernel, code, timeout, limits -> result (namespace persists per ``kernel``;
     ``limits`` bound the kernel process when it starts and each command's output)
 ``kernel_restart`` kernel -> ``{}``

@@ -66,13 +66,25 @@ class Runner:
             raise Refused("bad_request", "code must be a string")
         timeout = timeout_of(header)
         limits = Limits(header.get("limits"), timeout, self.config.memory_mb, self.config.nproc)
-        cwd = self.workspace.resolve_cwd(header.get("cwd"))
-        tenant = self.tenants.acquire()
+        shared = bool(header.get("shared"))
+        if shared and (header.get("cwd") or not self.tenants.uid_mode):
+            raise Refused("bad_request", "a shared run needs uid mode and takes no cwd")
+        cwd = None if shared else self.workspace.resolve_cwd(header.get("cwd"))
+        tenant = self.tenants.acquire(own_group=shared)
         scratch = os.path.join(self.workspace.tmpdir, ".gem-run-" + tenant.token)
-        gone = None
+        gone = home = None
         try:
             env = self.workspace.env(header.get("env"), self.tenants.environment(tenant))
-            orders = dict(self._orders(language, code, scratch), cwd=cwd, env=env)
+            orders = dict(self._orders(language, code, scratch), env=env)
+            if shared:  # alone in a dir of its own, and what it makes is its own
+                try:
+                    home = cwd = self.workspace.private_dir(tenant)
+                except OSError as exc:  # /tmp is full: what the runs beside it put there
+                    why = "gem-sandbox: the run's own dir could not be made: %s" % exc.strerror
+                    return results.failed_before_start(why, exit_code=None)
+                env.update(HOME=home, TMPDIR=home)
+                orders["umask"] = 0o077
+            orders["cwd"] = cwd
             self.runs_total += 1
             given = stdin if header.get("stdin") else None
             fields, payload, gone = await self._watch(orders, tenant, limits, given, timeout)
@@ -80,12 +92,12 @@ class Runner:
         finally:
             if gone is None:
                 gone = await self.tenants.kill(tenant)
+            for path in [scratch] * (language != "python") + [home] * (home is not None):
+                try:  # its writers are dead (or the uid is held back, and reset empties /tmp)
+                    files.remove_tree(path)
+                except OSError as exc:
+                    log.warning("removing %s failed: %s", path, exc)
             self.tenants.release(tenant, clean=gone)
-            if language != "python":
-                try:
-                    files.remove_tree(scratch)
-                except OSError as exc:  # whatever the run left there, reset empties /tmp
-                    log.warning("removing %s failed: %s", scratch, exc)
             self.loop.call_soon(self.prepare_spare)
 
     def prepare_spare(self):

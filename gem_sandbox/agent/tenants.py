@@ -135,7 +135,9 @@ class Tenants:
     def isolation(self):
         return "uid" if self.uid_mode else "token"
 
-    def acquire(self):
+    def acquire(self, own_group=False):
+        """A new tenant; ``own_group`` (uid mode): its gid is its uid, not the shared group
+        that owns the work dir, so it can write nothing another tenant made."""
         uid = None
         if self.uid_mode:
             if not self.free_uids:
@@ -146,7 +148,8 @@ class Tenants:
                     % len(self.uid_range),
                 )
             uid = self.free_uids.popleft()
-        tenant = Tenant(uid, self.gid, os.urandom(8).hex())  # as secrets would, without hashlib
+        gid = uid if own_group and self.uid_mode else self.gid
+        tenant = Tenant(uid, gid, os.urandom(8).hex())  # as secrets would, without hashlib
         self.in_use.add(tenant)
         self.tokens.add(tenant.token)
         return tenant

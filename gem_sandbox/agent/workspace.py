@@ -58,6 +58,14 @@ class Workspace:
             files.empty_dir(path)
         self.prepare()
 
+    def private_dir(self, tenant):
+        """A new dir in the tmpdir that only ``tenant`` can enter: a shared run's cwd, HOME
+        and TMPDIR."""
+        path = os.path.join(self.tmpdir, ".gem-home-" + tenant.token)
+        os.mkdir(path, 0o700)
+        os.chown(path, tenant.uid, tenant.gid)
+        return path
+
     def leftovers(self):
         """Dirs that are not empty."""
         return [path for path in [self.workdir] + self.tmp_dirs if os.listdir(path)]

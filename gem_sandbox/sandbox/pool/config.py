@@ -32,6 +32,12 @@ class PoolConfig:
     max_waiters: int = setting(
         10_000, kind=int, at_least=0, doc="callers acquire() queues; one more raises at once (0 = never queue)"
     )
+    runs_per_sandbox: int = setting(
+        1,
+        kind=int,
+        at_least=1,
+        doc="stateless runs (pool.run) one sandbox serves at once, each its own uid, group and dir",
+    )
     reset_timeout: float = setting(10.0, kind=float, above=0, doc="seconds a sandbox may take to reset between leases")
     health_interval: float = setting(
         15.0, kind=float, above=0, doc="seconds between health checks (pings) of idle sandboxes"

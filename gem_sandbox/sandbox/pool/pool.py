@@ -37,6 +37,7 @@ from gem_sandbox.sandbox.backends.base import POOL_LABEL, Backend
 from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import AcquireTimeout, PoolClosed, SandboxError, SandboxUnavailable
 from gem_sandbox.sandbox.pool.config import PoolConfig
+from gem_sandbox.sandbox.pool.seats import Seats
 from gem_sandbox.sandbox.pool.statistics import Counters, PoolStatistics
 from gem_sandbox.sandbox.pool.supervisor import Supervisor
 from gem_sandbox.sandbox.pool.waiters import WaitQueue
@@ -81,6 +82,7 @@ class SandboxPool:
         self._all: set[_Slot] = set()
         self._probing: set[_Slot] = set()
         self._waiters: WaitQueue[_Slot] = WaitQueue(self.config.max_waiters)
+        self._seats = Seats(self.config.runs_per_sandbox)
         self._starting = 0
         self._recycling = 0
         self._consecutive_failures = 0
@@ -124,6 +126,7 @@ class SandboxPool:
             return
         self.state = PoolState.CLOSING
         self._waiters.fail_all(PoolClosed(f"pool {self.name} was closed"))
+        self._seats.changed()  # runs waiting for a seat see the pool closed
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for slot in list(self._all):
@@ -243,19 +246,49 @@ class SandboxPool:
 
         The agent checks the sandbox right after the run (a few reads of ``/proc`` and the
         dirs): a run that wrote no file and left nothing behind hands it straight to the next
-        caller, and only one that did costs a reset. Runs with ``files`` always reset."""
+        caller, and only one that did costs a reset. Runs with ``files`` always reset. With
+        ``runs_per_sandbox > 1`` runs share sandboxes (see :mod:`.seats`); the last one out
+        of a sandbox gives it back."""
         if files:
             async with self.lease() as sandbox:
                 await sandbox.write_files(files)
                 return await sandbox.run(code, language, stdin=stdin, timeout=timeout, env=env)
-        sandbox = await self.acquire()
+        sandbox = await self._seat()
         clean = False
         try:
-            result, clean = await sandbox.run_stateless(code, language, stdin=stdin, timeout=timeout, env=env)
+            result, clean = await sandbox.run_stateless(
+                code, language, stdin=stdin, timeout=timeout, env=env, shared=self._seats.shared(sandbox)
+            )
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._return(sandbox, clean)
+            if self._seats.leave(sandbox):
+                with anyio.CancelScope(shield=True):
+                    await self._return(sandbox, clean)
         return result
+
+    async def _seat(self) -> Sandbox:
+        """A seat for one stateless run: on a lent sandbox with room, else on one the pool
+        lends now (idle, or launched while the pool may grow), else the first of either to
+        come free."""
+        self._check_open()
+        limit = self.config.acquire_timeout
+        deadline = anyio.current_time() + limit
+        while True:
+            sandbox = self._seats.take()
+            if sandbox is not None:
+                return sandbox
+            if (self._idle and not len(self._waiters)) or len(self._all) + self._starting < self.config.max_size:
+                sandbox = await self.acquire(max(0.0, deadline - anyio.current_time()))
+                self._seats.lend(sandbox)
+                return sandbox
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                await self._seats.wait()
+            if anyio.current_time() >= deadline:
+                self._counters.acquire_timeouts += 1
+                raise AcquireTimeout(
+                    f"no sandbox or seat became free within {limit:g} s ({len(self._leased)} leased, "
+                    f"max_size={self.config.max_size}); raise max_size or runs_per_sandbox"
+                )
+            self._check_open()
 
     # -- internals ---------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -276,6 +309,7 @@ class SandboxPool:
             self._discard(slot)
         elif not self._waiters.hand(slot):
             self._idle.append(slot)
+            self._seats.changed()  # shared runs waiting for room may take it
 
     async def _recycle(self, slot: _Slot) -> None:
         try:
