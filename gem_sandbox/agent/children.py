@@ -2,7 +2,7 @@
 
 A :class:`Child` is forked (by the zygote, :mod:`.zygote`, or in token mode by the agent)
 and prepared before it knows what it will run (:mod:`.forked`); :meth:`Child.start` then
-sends its orders (program, rlimits, identity, cwd, environment) as JSON on a pipe. Preparing
+sends its orders (program, rlimits, identity, cwd, environment) on a pipe. Preparing
 is most of what a fork costs, so the runner keeps one child prepared ahead and a warm Python
 run costs little more than the code itself. Python code runs in the forked interpreter;
 other programs are exec'd.

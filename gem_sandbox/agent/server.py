@@ -261,6 +261,8 @@ async def serve(config, zygote=None):
     if os.getpid() != 1:
         loop.add_signal_handler(signal.SIGTERM, agent.stopping.set)
     send(agent.hello())
+    gc.collect()  # what starting up left behind goes back to the kernel before idling
+    linux.release_free_memory()
     agent.idle_rss_kb = _rss_kb()
     agent.runner.prepare_spare()
     stopping = loop.create_task(agent.stopping.wait())
