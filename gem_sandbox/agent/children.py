@@ -51,10 +51,10 @@ class Child:
     """A forked child that has mapped its descriptors, closed all others, and waits for
     :meth:`start`; made by :meth:`fork`."""
 
-    def __init__(self, loop, pid, exited, control_w, exempt):
+    def __init__(self, loop, pid, exited, control_w, tenants):
         self.pid = pid
         self.exited = exited
-        self.exempt = exempt
+        self.tenants = tenants
         self.control = PipeWriter(loop, control_w, close_when_done=True)
 
     @classmethod
@@ -69,7 +69,7 @@ class Child:
             raise
         finally:
             os.close(control_r)
-        return cls(loop, pid, exited, control_w, forker.exempt)
+        return cls(loop, pid, exited, control_w, forker.tenants)
 
     def start(self, program, rlimits, uid, gid, cwd, env, **arguments):
         """Send the orders: apply ``rlimits``, become ``uid``/``gid`` (None: stay), move to
@@ -78,7 +78,7 @@ class Child:
         orders = dict(
             arguments, program=program, rlimits=rlimits, uid=uid, gid=gid, cwd=cwd, env=env
         )
-        self.exempt.discard(self.pid)  # from now on it is the tenant's
+        self.tenants.started(self.pid)  # from now on it is the tenant's
         self.control.write(marshal.dumps(orders))
 
     def discard(self):

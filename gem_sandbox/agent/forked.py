@@ -49,8 +49,7 @@ def prepared_child(fds, control_r):
         os.umask(0o002)
         os.environ.clear()
         pyexec.fresh_stdio()
-        _first_to_die()  # what needs no orders is done before they come, off a run's clock
-        linux.set_no_new_privs()
+        linux.set_no_new_privs()  # what needs no orders is done before they come
         linux.deny_shared_kernel_state()
         orders = _read_all(control)
         if not orders:
@@ -74,6 +73,7 @@ def _obey(orders):
     if orders["program"] == "kernel":
         pyexec.load_kernel_modules()
     _apply_rlimits(orders["rlimits"])
+    _first_to_die()  # only now: an idle prepared child is no candidate of the OOM killer
     os.umask(orders.get("umask", 0o002))
     if orders["uid"] is not None:
         os.setgroups([])

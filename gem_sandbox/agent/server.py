@@ -45,9 +45,9 @@ class Agent:
         self.reaper = Reaper(loop)
         self.tenants = Tenants(config, self.reaper)
         if zygote is None:
-            self.forker = DirectForker(self.reaper, self.tenants.exempt)
+            self.forker = DirectForker(self.reaper, self.tenants)
         else:
-            zygote.attach(loop, self.reaper, self.tenants.exempt, self.fail)
+            zygote.attach(loop, self.reaper, self.tenants, self.fail)
             self.forker = zygote
         self.workspace = Workspace(config, self.tenants.gid)
         self.workspace.prepare()
@@ -119,7 +119,6 @@ class Agent:
         a verified reset would leave it), so the host can skip the reset."""
         fields, out = await self.runner.run(header, payload)
         if header.get("stateless"):
-            await self.forker.settled()
             busy = self.tenants.busy() or self.kernels.names() or self.shells.names()
             fields["clean"] = not busy and not self._leftovers()
             if fields["clean"]:
@@ -162,7 +161,6 @@ class Agent:
     async def reset(self, header, payload):
         """Kill every user process, drop kernels and shells, empty the dirs, then check."""
         self.runner.generation += 1
-        await self.forker.settled()
         killed = await self.tenants.kill_all()
         self.kernels.forget_all()
         self.shells.forget_all()
@@ -199,7 +197,6 @@ class Agent:
             linux.release_free_memory()
 
     async def stats(self, header, payload):
-        await self.forker.settled()  # a child on its way is the agent's, not a user process
         return {
             "processes": len(self.tenants.strays(snapshot())),
             "kernels": self.kernels.names(),

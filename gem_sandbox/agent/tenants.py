@@ -129,6 +129,8 @@ class Tenants:
             self.free_uids = collections.deque(self.uid_range)  # FIFO: a uid rests between uses
         self.in_use = set()
         self.exempt = set()  # the agent's own children that run no user code (yet)
+        self.forked = set()  # children forked for the agent that it has heard of, until they end
+        self.zygote = None  # the fork server's pid (uid mode): see _alive
         self.tokens = set()  # every token handed out since the last reset: escapes keep theirs
 
     @property
@@ -202,8 +204,30 @@ class Tenants:
     def _own_uid(self, table):
         return [p for p in table.values() if p.uid == self.agent_uid and p.pid != self.agent_pid]
 
+    def born(self, pid, exited):
+        """A child was forked for the agent: it runs no user code until :meth:`started`."""
+        self.exempt.add(pid)
+        self.forked.add(pid)
+        exited.add_done_callback(lambda _: self._ended(pid))
+
+    def started(self, pid):
+        self.exempt.discard(pid)
+
+    def _ended(self, pid):
+        self.exempt.discard(pid)
+        self.forked.discard(pid)
+
     def _alive(self, table, pids):
-        return set(p for p in pids if p in table and not table[p].zombie and p not in self.exempt)
+        """The live user processes among ``pids``. A child the zygote forked whose pid the
+        agent has not heard yet (the reply comes after the fork) has not been started."""
+        return set(
+            p
+            for p in pids
+            if p in table
+            and not table[p].zombie
+            and p not in self.exempt
+            and not (table[p].ppid == self.zygote and p not in self.forked)
+        )
 
     async def kill(self, tenant, spare=()):
         """SIGKILL every process of ``tenant`` but ``spare``; True once none is left and

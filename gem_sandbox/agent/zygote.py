@@ -42,36 +42,30 @@ class ForkFailed(BlockingIOError):
     doing, retried and then reported as its failure to start."""
 
 
-def _born(pid, reaper, exempt):
-    """Watch a new child's exit; until it is started (or gone) it runs no user code, so it
-    is ``exempt`` from the kills of user processes."""
+def _born(pid, reaper, tenants):
+    """Watch a new child's exit, and tell ``tenants`` it runs no user code until started."""
     exited = reaper.watch(pid)
-    exempt.add(pid)
-    exited.add_done_callback(lambda _: exempt.discard(pid))
+    tenants.born(pid, exited)
     return pid, exited
 
 
 class DirectForker:
     """Forks children from the agent itself (token mode)."""
 
-    def __init__(self, reaper, exempt):
+    def __init__(self, reaper, tenants):
         self.reaper = reaper
-        self.exempt = exempt
+        self.tenants = tenants
 
     async def fork(self, fds, control_r):
         """``(pid, exited)`` of a new child prepared with ``fds`` (see
-        :func:`.forked.prepared_child`); ``exited`` resolves to ``(wait status, rusage)``.
-        The child is in ``exempt`` until it is started."""
+        :func:`.forked.prepared_child`); ``exited`` resolves to ``(wait status, rusage)``."""
         try:
             pid = os.fork()
         except OSError as exc:
             raise ForkFailed(exc.errno or errno.EAGAIN, str(exc)) from None
         if pid == 0:
             forked.prepared_child(fds, control_r)  # never returns
-        return _born(pid, self.reaper, self.exempt)
-
-    async def settled(self):
-        """Return once no fork is on its way (here, none ever is)."""
+        return _born(pid, self.reaper, self.tenants)
 
     def close(self):
         pass
@@ -83,13 +77,14 @@ class Zygote:
     def __init__(self, pid, sock):
         self.pid = pid
         self.sock = sock
-        self.loop = self.reaper = self.exempt = self.on_death = None
+        self.loop = self.reaper = self.tenants = self.on_death = None
         self.waiting = []  # futures of forks asked for, answered in order
 
-    def attach(self, loop, reaper, exempt, on_death):
+    def attach(self, loop, reaper, tenants, on_death):
         """Serve replies and reports on ``loop``; ``on_death`` is called if the zygote dies."""
-        self.loop, self.reaper, self.exempt, self.on_death = loop, reaper, exempt, on_death
-        exempt.add(self.pid)
+        self.loop, self.reaper, self.tenants, self.on_death = loop, reaper, tenants, on_death
+        tenants.exempt.add(self.pid)
+        tenants.zygote = self.pid
         reaper.watch(self.pid).add_done_callback(lambda _: self._died("it exited"))
         self.sock.setblocking(False)
         loop.add_reader(self.sock.fileno(), self._readable)
@@ -105,14 +100,6 @@ class Zygote:
         self.waiting.append(future)
         self.sock.sendmsg([b"F" + marshal.dumps(targets)], rights)
         return await future
-
-    async def settled(self):
-        """Return once every fork asked for is answered, so each child it made is known (and
-        ``exempt`` while unstarted) before a reset looks for user processes."""
-        if self.waiting:
-            import asyncio  # the agent's; the zygote itself never imports it
-
-            await asyncio.wait(list(self.waiting))
 
     def _readable(self):
         while True:
@@ -133,7 +120,7 @@ class Zygote:
             future = self.waiting.pop(0)
             (value,) = _PID.unpack(body)
             if kind == b"F":  # watched here, before any later report of its exit is read
-                born = _born(value, self.reaper, self.exempt)
+                born = _born(value, self.reaper, self.tenants)
                 if future.done():
                     continue
                 future.set_result(born)
