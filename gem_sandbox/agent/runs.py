@@ -172,6 +172,11 @@ class Runner:
             return on_data
 
         prepared = await self._take_child()
+        if generation != self.generation:  # a reset came while the child was forked: a run
+            if prepared is not None:  # of the last tenant never starts in the next one's time
+                prepared.discard()
+            fields, payload = results.result("killed", None, None, out, err, 0.0, 0.0)
+            return fields, payload, True
         if prepared is None:  # only this lease's code runs here: the code's own doing
             fields, payload = results.failed_before_start(NO_ROOM, exit_code=None)
             return fields, payload, True

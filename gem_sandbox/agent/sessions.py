@@ -173,6 +173,7 @@ class Sessions:
         self.workspace = workspace
         self.live = {}
         self.locks = {}
+        self.resets = 0  # forget_all() calls: a session forked across one never starts
 
     def orders(self):
         raise NotImplementedError
@@ -205,7 +206,10 @@ class Sessions:
             session = self.live.get(name)
             if session is None or not session.alive:
                 await self.stop(name)
-                session = self.live[name] = await self._start(limits)
+                session = await self._start(limits)
+                if session is None:  # a reset came while it was forked
+                    return results.result("killed", None, None, Capture(0), Capture(0), 0.0, 0.0)
+                self.live[name] = session
             fields, payload, survived = await session.execute(
                 lambda seq: self.encode(seq, text), timeout, limits, self.interrupt, self._terminate
             )
@@ -226,6 +230,7 @@ class Sessions:
 
     def forget_all(self):
         """After a reset killed every process: drop the sessions' pipes and tenants."""
+        self.resets += 1
         for session in self.live.values():
             session.interrupted = True
             session.gone = True  # its uid may be handed out again at once: never kill by it
@@ -234,6 +239,7 @@ class Sessions:
         self.live.clear()
 
     async def _start(self, limits):
+        """A new session, started; None when a reset came while it was being forked."""
         tenant = self.tenants.acquire()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -241,16 +247,21 @@ class Sessions:
         status_r, status_w = os.pipe()
         devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         fds = {0: devnull, 1: out_w, 2: err_w, STATUS_FD: status_w, COMMANDS_FD: commands_r}
+        resets = self.resets
+        child = None
         try:
             child = await Child.fork(self.loop, self.forker, fds)
-        except BaseException:
-            self.tenants.release(tenant)
-            for fd in (out_r, err_r, commands_w, status_r):
-                os.close(fd)
-            raise
         finally:
             for fd in fds.values():
                 os.close(fd)
+            if child is None or self.resets != resets:  # failed, or forked across a reset:
+                if child is not None:  # it never starts, and its uid goes back unused
+                    child.discard()
+                self.tenants.release(tenant)
+                for fd in (out_r, err_r, commands_w, status_r):
+                    os.close(fd)
+        if self.resets != resets:
+            return None
         tenant.leaders.add(child.pid)
         workdir = self.workspace.workdir
         env = self.workspace.env({}, self.tenants.environment(tenant))
