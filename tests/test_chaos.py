@@ -53,8 +53,9 @@ class Chaos:
             container = self.docker.containers.get(sandbox.id)
             listing = container.exec_run(["ps", "-e", "-o", "pid=,ppid=,args="]).output.decode()
             rows = [line.split(None, 2) for line in listing.splitlines()]
-            # The exec'd agent: its parent is outside the container's pid namespace (0).
-            (pid,) = [row[0] for row in rows if row[1] == "0" and "gem_agent" in row[2]]
+            # The agent is the container's process, a child of Docker's init (pid 1); its
+            # own child, the zygote, has the same command line.
+            (pid,) = [row[0] for row in rows if row[1] == "1" and "gem_agent" in row[2]]
             done = container.exec_run(["kill", f"-{signal.Signals(signum).name[3:]}", pid])
             assert done.exit_code == 0, done.output
 

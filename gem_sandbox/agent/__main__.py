@@ -23,7 +23,6 @@ def main(argv=None):
 
     del sys.modules["ssl"]  # a run forked from the agent (token mode) may still import it
     import logging
-    import signal
 
     from .server import serve
 
@@ -35,11 +34,7 @@ def main(argv=None):
         level=config.log_level.upper(),
         format="gem-agent %(levelname)s %(message)s",
     )
-    try:
-        asyncio.run(serve(config, zygote))
-    finally:
-        if config.stop_init:
-            os.kill(1, signal.SIGTERM)
+    asyncio.run(serve(config, zygote))
 
 
 if __name__ == "__main__":

@@ -52,12 +52,6 @@ def parse_args(argv=None):
         type=int,
         help="speak the protocol on this inherited socket instead of stdin and stdout",
     )
-    add(
-        "--stop-init",
-        action="store_true",
-        help="at exit, SIGTERM pid 1 so the sandbox ends with the agent (a Docker exec agent: "
-        "when the host's process dies its stream closes and the container must not outlive it)",
-    )
     add("--log-fd", type=int, help="log to this inherited descriptor instead of stderr")
     add("--log-level", default="warning", help="stderr log level (warning)")
     config = parser.parse_args(argv)

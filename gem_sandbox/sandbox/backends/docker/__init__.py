@@ -1,10 +1,11 @@
-"""Docker backend: one hardened container per sandbox, its agent driven over one exec attach.
+"""Docker backend: one hardened container per sandbox, its agent driven over one attach.
 
-Each container idles (``sleep infinity`` under Docker's init, which also reaps orphans). The
-agent is started once per container with an exec whose stdin, stdout and stderr are attached;
-that hijacked API connection is the sandbox's byte stream for its whole life, so a run costs a
-frame on an open socket instead of a ``docker exec`` (~85 ms). The host never uses the
-container's network (there is none): the Docker API socket is the only channel.
+The agent is each container's process (under Docker's init, which also reaps orphans),
+attached before it starts with its stdin, stdout and stderr; that hijacked API connection is
+the sandbox's byte stream for its whole life, so a run costs a frame on an open socket instead
+of a ``docker exec`` (~50 ms). When the connection closes (the host ended, however) the
+agent reads EOF and exits, and the container is removed. The host never uses the container's
+network (there is none): the Docker API socket is the only channel.
 
 Hardening (design §4) is on by default and every knob is a :class:`DockerOptions` field:
 no network, read-only root, sized tmpfs for ``/tmp`` and ``/work``, all capabilities dropped
@@ -12,15 +13,13 @@ but the agent's six, ``no-new-privileges``, Docker's default seccomp profile, pi
 (swap included) and CPU quotas, ulimits, private IPC, a sized ``/dev/shm``, capped logs, a
 minimal environment, reaping labels, and one read-only host mount: the agent package.
 
-Deviation from the design's "unprivileged ``user``": the agent's exec runs as root *inside*
-the container, holding only SETUID, SETGID, KILL, DAC_OVERRIDE, FOWNER and CHOWN. It needs
+Deviation from the design's "unprivileged ``user``": the agent runs as root *inside* the
+container, holding only SETUID, SETGID, KILL, DAC_OVERRIDE, FOWNER and CHOWN. It needs
 them to give every run its own unprivileged uid (which drops all capabilities, so CapEff of
 sandbox code is 0), to kill a timed-out run by uid (catching ``setsid`` escapes a group kill
 misses), and to empty the work dir between tenants whatever modes the code left. Sandbox code
 thus never runs as root and cannot signal the agent, which an agent sharing the code's uid
-could not prevent. ``no-new-privileges`` stops any way back up through setuid binaries. The
-container's own user stays root too: Docker gives an exec the capabilities it computed for the
-container's user, so a non-root container user would leave the agent with none.
+could not prevent. ``no-new-privileges`` stops any way back up through setuid binaries.
 
 Modules: :mod:`.backend` launches, kills and diagnoses containers, :mod:`.container` says
 what they are made with, :mod:`.attach` is the agent's stream, :mod:`.daemon` the SDK client

@@ -1,10 +1,10 @@
-"""The agent's byte stream in a container: the hijacked socket of its exec, demultiplexed.
+"""The agent's byte stream in a container: the hijacked socket of its attach, demultiplexed.
 
-The agent is started once per container by an exec whose stdin, stdout and stderr are
-attached; that API connection stays open for the container's life, so a run costs a frame
-on an open socket instead of a ``docker exec`` (~85 ms). Here: taking the socket from the
-Docker SDK (with the bytes it already read), and splitting the daemon's multiplexed frames
-into the agent's protocol (stdout) and its log (stderr).
+The agent is the container's process, attached (stdin, stdout and stderr) before it starts;
+that API connection stays open for the container's life, so a run costs a frame on an open
+socket instead of a ``docker exec``. Here: taking the socket from the Docker SDK (with the
+bytes it already read), and splitting the daemon's multiplexed frames into the agent's
+protocol (stdout) and its log (stderr).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class AttachStream(ByteStream):
 
 
 def take_socket(attached: Any) -> tuple[socket.socket, bytes]:
-    """Detach the hijacked connection that ``exec_start(socket=True)`` returns from the SDK."""
+    """Detach the hijacked connection that ``attach_socket`` returns from the SDK."""
     raw = getattr(attached, "_sock", None)
     if not isinstance(raw, socket.socket):
         raise SandboxUnavailable(

@@ -39,8 +39,9 @@ class DockerOptions:
     retry_s: float = 20.0  # how long transient daemon errors are retried
 
 
-def container_kwargs(opts: DockerOptions, spec: SandboxSpec) -> dict[str, Any]:
-    """Everything ``containers.create`` gets besides the image: the hardened host config."""
+def container_kwargs(opts: DockerOptions, spec: SandboxSpec, agent_argv: list[str]) -> dict[str, Any]:
+    """Everything ``containers.create`` gets besides the image: the hardened host config, and
+    the agent as the container's process (under Docker's init), its stdin kept open."""
     threads = str(spec.threads)
     log_config = (
         docker.types.LogConfig(type="json-file", config={"max-size": opts.log_max_size})
@@ -48,12 +49,16 @@ def container_kwargs(opts: DockerOptions, spec: SandboxSpec) -> dict[str, Any]:
         else docker.types.LogConfig(type="none")
     )
     return dict(
-        command=["sleep", "infinity"],
-        # The agent (--stop-init) stops the container when its host's stream closes, and the
-        # daemon then removes it: a host killed outright leaves nothing behind.
+        command=agent_argv,
+        user="0:0",
+        # Attached before it starts, stdin only once: when the host's attach connection
+        # closes, however the host ended, the agent reads EOF and exits, the container stops
+        # and the daemon removes it. A host killed outright leaves nothing behind.
+        stdin_open=True,
+        detach=False,
         auto_remove=True,
         name=f"gem-sandbox-{secrets.token_hex(6)}",
-        working_dir="/work",
+        working_dir=agent.START_DIR,
         environment={"HOME": "/work", **{var: threads for var in THREAD_VARS}},
         labels=reaping.labels(spec),
         network_mode=opts.network_mode,
@@ -97,7 +102,6 @@ def agent_argv(spec: SandboxSpec, uid_base: int, uid_count: int) -> list[str]:
         threads=spec.threads,
         scratch=agent.SCRATCH_DIRS,
         oom_counter="auto",
-        stop_init=True,
     )
 
 
