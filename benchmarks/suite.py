@@ -4,15 +4,19 @@ Each benchmark returns table rows; the baselines run in the same process, on the
 right beside what they are compared with:
 
 * ``local``: warm Python calls through a bubblewrap pool vs gem-llm's own ``run_python`` (a fresh
-  subprocess per call), calls per second, and acquire latency;
+  subprocess per call), calls per second with 8 callers, acquire latency, cold create-to-ready
+  vs bubblewrap starting ``python -c pass`` in the same namespaces, idle memory per sandbox, and
+  the CPU that a pool of idle sandboxes costs;
 * ``docker``: warm calls through a container pool vs one ``docker exec`` per call, 100
   concurrent leases on a pool of 16, cold create-to-ready vs a raw ``docker run``, trivial
-  calls per second over 8 containers, and idle sandbox memory;
-* ``vector``: env stepping (see :mod:`.vector_envs`).
+  calls per second with 8 callers over 8 containers, and idle sandbox memory;
+* ``vector``: env stepping (see :mod:`.vector_envs`);
+* ``tools``: 1,000 concurrent tool-using episodes vs gem-llm's own (see :mod:`.tool_throughput`).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -110,24 +114,130 @@ def _pool(backend: Backend, **options) -> SandboxPool:
     return SandboxPool(backend, PoolConfig(**options))
 
 
+async def cold_start_ms(backend: Backend, runs: int = 10) -> list[float]:
+    """Opening a pool of one until its sandbox's agent has said hello."""
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        async with _pool(backend, min_idle=1, max_size=1) as pool:
+            await pool.wait_ready(timeout=60)
+            samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+async def idle_cpu_percent(pool: SandboxPool, sandbox_pids: Callable[[], list[int]], seconds: float = 10.0):
+    """Percent of one core that this process (the pool and its supervisor) and the sandboxes'
+    processes use while the pool sits idle."""
+    pids = sandbox_pids()
+    host, boxes, wall = time.process_time(), _cpu_s(pids), time.perf_counter()
+    await anyio.sleep(seconds)
+    wall = time.perf_counter() - wall
+    return 100 * (time.process_time() - host) / wall, 100 * (_cpu_s(pids) - boxes) / wall
+
+
+def _cpu_s(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _process_tree(roots: list[int]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    found, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def _local_sandbox_pids(box_ids: list[str]) -> list[int]:
+    """Every process of these local sandboxes: each one's bwrap init and what runs under it."""
+    from gem_sandbox.sandbox.backends.local import bwrap_processes
+
+    return _process_tree([p.pid for p in bwrap_processes() if p.box in box_ids and p.init])
+
+
+def _private_mb(pids: list[int]) -> float:
+    """The memory only these processes hold (private pages: what one more sandbox costs)."""
+    total_kb = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                total_kb += sum(int(line.split()[1]) for line in f if line.startswith(("Private_Clean", "Private_Dirty")))
+        except OSError:
+            continue
+    return total_kb / 1024
+
+
+def _bwrap_python_ms(python: str, runs: int) -> list[float]:
+    """bubblewrap starting ``python -c pass`` with the local backend's namespaces and binds."""
+    from gem_sandbox.sandbox.backends.local.argv import namespace_options, system_binds
+
+    argv = ["bwrap", *namespace_options(rootless=False), *system_binds(), "--", python, "-s", "-E", "-c", "pass"]
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, check=True)
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
 async def bench_local(calls: int = CALLS) -> list[Row]:
     from gem_sandbox.sandbox.backends.local import LocalBackend
 
+    backend = LocalBackend()
     gem_way = fresh_subprocess_ms(calls // 3)
-    async with _pool(LocalBackend(), min_idle=2, max_size=8) as pool:
+    async with _pool(backend, min_idle=2, max_size=8) as pool:
         await pool.wait_ready()
         warm = await warm_calls_ms(pool, calls)
         acquire = await acquire_ms(pool, 100)
-    async with _pool(LocalBackend(), min_idle=4, max_size=4) as pool:
+    async with _pool(backend, min_idle=4, max_size=4) as pool:
         await pool.wait_ready()
         throughput = await calls_per_second(pool, concurrency=8)
+    async with _pool(backend, min_idle=2, max_size=2, runs_per_sandbox=4) as pool:
+        await pool.wait_ready()
+        shared = await calls_per_second(pool, concurrency=8)
+    async with _pool(backend, min_idle=8, max_size=8) as pool:
+        await pool.wait_ready()
+        boxes = [await pool.acquire() for _ in range(8)]
+        for sandbox in boxes:  # each has run once, as a pooled sandbox idles
+            await sandbox.run(TRIVIAL)
+            await pool.release(sandbox)
+        ids = [sandbox.id for sandbox in boxes]
+        await pool.wait_ready()
+        await anyio.sleep(1)
+        memory = _private_mb(_local_sandbox_pids(ids)) / len(ids)
+        supervisor_cpu, sandboxes_cpu = await idle_cpu_percent(pool, lambda: _local_sandbox_pids(ids))
+    cold = await cold_start_ms(backend)
+    bare = await anyio.to_thread.run_sync(_bwrap_python_ms, backend.python, 10)
     baseline_rate = 1000 / percentile(gem_way, 50)
     return [
         Row("local: warm Python call p50", percentile(warm, 50), percentile(gem_way, 50), "ms", GEM),
         Row("local: warm Python call p99", percentile(warm, 99), percentile(gem_way, 99), "ms", GEM),
-        Row("local: trivial calls/s, 4 sandboxes", throughput, baseline_rate, "calls/s", GEM + ", serial",
+        Row("local: trivial calls/s, 8 callers, 4 sandboxes", throughput, baseline_rate, "calls/s", GEM + ", serial",
             higher_is_better=True),
+        Row("local: trivial calls/s, 8 callers, 2 sandboxes x 4 runs", shared, baseline_rate, "calls/s",
+            GEM + ", serial", higher_is_better=True),
         Row("local: acquire from a warm pool p50", percentile(acquire, 50), None, "ms"),
+        Row("local: cold create-to-ready p50", percentile(cold, 50), percentile(bare, 50), "ms",
+            "bwrap running python -c pass"),
+        Row("local: idle sandbox memory (private)", memory, None, "MB"),
+        Row("local: pool of 8 idle sandboxes, supervisor CPU", supervisor_cpu, None, "% of a core"),
+        Row("local: pool of 8 idle sandboxes, their agents' CPU", sandboxes_cpu, None, "% of a core"),
     ]
 
 
@@ -207,15 +317,18 @@ async def bench_docker(calls: int = CALLS) -> list[Row]:
     ]
     async with _pool(backend, min_idle=8, max_size=8) as pool:
         await pool.wait_ready(timeout=120)
-        throughput = await calls_per_second(pool, concurrency=16)
-    rows.append(Row("docker: trivial calls/s, 8 containers", throughput, 1000 / percentile(exec_way, 50), "calls/s",
-                    "docker exec, serial", higher_is_better=True))
-    cold = []
-    for _ in range(5):
-        start = time.perf_counter()
-        async with _pool(backend, min_idle=1, max_size=1) as pool:
-            await pool.wait_ready(timeout=60)
-            cold.append((time.perf_counter() - start) * 1000)
+        throughput = await calls_per_second(pool, concurrency=8)
+    async with _pool(backend, min_idle=2, max_size=2, runs_per_sandbox=4) as pool:
+        await pool.wait_ready(timeout=120)
+        shared = await calls_per_second(pool, concurrency=8)
+    exec_rate = 1000 / percentile(exec_way, 50)
+    rows += [
+        Row("docker: trivial calls/s, 8 callers, 8 containers", throughput, exec_rate, "calls/s",
+            "docker exec, serial", higher_is_better=True),
+        Row("docker: trivial calls/s, 8 callers, 2 containers x 4 runs", shared, exec_rate, "calls/s",
+            "docker exec, serial", higher_is_better=True),
+    ]
+    cold = await cold_start_ms(backend, 5)
     raw = await anyio.to_thread.run_sync(_docker_run_ms, image, 5)
     rows.append(Row("docker: cold create-to-ready p50", percentile(cold, 50), percentile(raw, 50), "ms",
                     "raw docker run"))
@@ -228,10 +341,17 @@ def bench_vector() -> list[Row]:
     return run()
 
 
+def bench_tools() -> list[Row]:
+    from .tool_throughput import run
+
+    return run()
+
+
 BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "local": lambda: anyio.run(bench_local),
     "docker": lambda: anyio.run(bench_docker),
     "vector": bench_vector,
+    "tools": bench_tools,
 }
 
 

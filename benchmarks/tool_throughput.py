@@ -1,4 +1,4 @@
-"""Python tool calls per second for 256 concurrent episodes: gem-sandbox against gem-llm.
+"""Python tool calls per second for 1,000 concurrent episodes: gem-sandbox against gem-llm.
 
 Ours: ``AsyncVectorEnv`` (one event loop) of ``ToolEnvWrapper(PythonCodeTool)`` episodes on
 the arithmetic env, the calls running on a runtime of 8 Docker containers (bubblewrap when Docker
@@ -33,7 +33,7 @@ from gem_sandbox.wrappers import ToolEnvWrapper
 
 from .report import Row, percentile, print_table
 
-NUM_EPISODES = 256
+NUM_EPISODES = 1000
 POOL_SIZE = 8
 TOOL_CALLS = 5  # python_tool's max_tool_uses
 CALL = "Let me compute.\n<python>\nprint(sum(i * i for i in range(1000)))\n</python>"
@@ -162,7 +162,7 @@ def run(num_episodes: int = NUM_EPISODES) -> list[Row]:
 
 
 def main() -> None:
-    print_table("Python tool throughput, 256 concurrent episodes", run())
+    print_table(f"Python tool throughput, {NUM_EPISODES} concurrent episodes", run())
 
 
 if __name__ == "__main__":
