@@ -126,7 +126,7 @@ class SandboxPool:
             return
         self.state = PoolState.CLOSING
         self._waiters.fail_all(PoolClosed(f"pool {self.name} was closed"))
-        self._seats.changed()  # runs waiting for a seat see the pool closed
+        self._seats.wake_all()  # runs waiting for a seat see the pool closed
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for slot in list(self._all):
@@ -253,14 +253,15 @@ class SandboxPool:
             async with self.lease() as sandbox:
                 await sandbox.write_files(files)
                 return await sandbox.run(code, language, stdin=stdin, timeout=timeout, env=env)
-        sandbox = await self._seat()
+        sharing = self.config.runs_per_sandbox > 1
+        sandbox = await (self._seat() if sharing else self.acquire())
         clean = False
         try:
             result, clean = await sandbox.run_stateless(
-                code, language, stdin=stdin, timeout=timeout, env=env, shared=self._seats.shared(sandbox)
+                code, language, stdin=stdin, timeout=timeout, env=env, shared=sharing and self._seats.shared(sandbox)
             )
         finally:
-            if self._seats.leave(sandbox):
+            if not sharing or self._seats.leave(sandbox):
                 with anyio.CancelScope(shield=True):
                     await self._return(sandbox, clean)
         return result

@@ -8,6 +8,8 @@ it clean then.
 
 from __future__ import annotations
 
+from collections import deque
+
 import anyio
 
 from gem_sandbox.sandbox.client import Sandbox
@@ -19,7 +21,7 @@ class Seats:
     def __init__(self, per_sandbox: int) -> None:
         self.per_sandbox = per_sandbox
         self._held: dict[Sandbox, list[int]] = {}
-        self._changed = anyio.Event()
+        self._waiting: deque[anyio.Event] = deque()  # one per waiting run, longest first
 
     def take(self) -> Sandbox | None:
         """A seat on the live sandbox that holds the fewest runs, if one has room."""
@@ -50,9 +52,25 @@ class Seats:
         return False
 
     def changed(self) -> None:
-        """A seat or a sandbox may have come free: wake those waiting."""
-        self._changed.set()
-        self._changed = anyio.Event()
+        """A seat or a sandbox may have come free: wake the longest waiting run (one only,
+        so a thousand waiting runs are not all woken for each seat)."""
+        if self._waiting:
+            self._waiting.popleft().set()
+
+    def wake_all(self) -> None:
+        while self._waiting:
+            self._waiting.popleft().set()
 
     async def wait(self) -> None:
-        await self._changed.wait()
+        """Until :meth:`changed` picks this run; a wake-up it cannot use (it was cancelled or
+        timed out meanwhile) goes to the next."""
+        event = anyio.Event()
+        self._waiting.append(event)
+        try:
+            await event.wait()
+        except BaseException:
+            if event.is_set():
+                self.changed()
+            else:
+                self._waiting.remove(event)
+            raise
