@@ -171,6 +171,7 @@ class Agent:
             raise Refused(
                 "reset_failed", "emptying the work and tmp dirs failed: %s" % exc
             ) from None
+        self.reaper.reap()  # what the last kill left as zombies is gone before the answer
         problems = self._leftovers()
         if problems:
             raise Refused("reset_failed", "; ".join(problems))
