@@ -12,6 +12,7 @@ import marshal
 import os
 import signal
 
+from .forked import reaped
 from .pipes import PipeWriter
 
 
@@ -31,13 +32,7 @@ class Reaper:
         return future
 
     def reap(self):
-        while True:
-            try:
-                pid, status, usage = os.wait4(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for pid, status, usage in reaped():
             self.resolve(pid, status, usage)
 
     def resolve(self, pid, status, usage):

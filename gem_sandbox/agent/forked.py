@@ -37,6 +37,19 @@ def exit_outcome(status):
     return os.WEXITSTATUS(status), None
 
 
+def reaped():
+    """``(pid, wait status, rusage)`` of each ended child of this process, without waiting
+    (the agent's reaper and the zygote's both)."""
+    while True:
+        try:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status, usage
+
+
 def prepared_child(fds, control_r):
     """Map ``fds`` (``{target fd: source fd}``), close every other descriptor, wait for the
     orders on ``control_r`` and obey them; never returns."""

@@ -222,13 +222,7 @@ def _fork(sock, targets, fds):
 
 
 def _report_exits(sock):
-    while True:
-        try:
-            pid, status, usage = os.wait4(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    for pid, status, usage in forked.reaped():
         sock.send(b"X" + _EXITED.pack(pid, status, usage.ru_utime, usage.ru_stime))
 
 

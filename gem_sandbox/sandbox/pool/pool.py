@@ -215,7 +215,7 @@ class SandboxPool:
             return
         if slot is None:
             raise SandboxError("release() of a sandbox this pool did not lease (or released twice)")
-        if clean and sandbox.alive and slot.uses < self.config.max_uses and not self._too_old(slot):
+        if clean and sandbox.alive and not self._expired(slot):
             self._counters.clean_returns += 1
             self._offer(slot)
             return
@@ -315,8 +315,7 @@ class SandboxPool:
     async def _recycle(self, slot: _Slot) -> None:
         try:
             sandbox = slot.sandbox
-            expired = slot.uses >= self.config.max_uses or self._too_old(slot)
-            if sandbox.alive and not expired:
+            if sandbox.alive and not self._expired(slot):
                 try:  # the agent answers a reset only once it verified the sandbox clean:
                     await sandbox.reset(timeout=self.config.reset_timeout)  # that is the probe
                     self._counters.resets += 1
@@ -347,6 +346,10 @@ class SandboxPool:
         self._idle.remove(slot)
         log.warning("idle %r; replacing it", slot.sandbox)
         self._discard(slot)
+
+    def _expired(self, slot: _Slot) -> bool:
+        """Used or aged enough to be replaced rather than handed on."""
+        return slot.uses >= self.config.max_uses or self._too_old(slot)
 
     def _too_old(self, slot: _Slot) -> bool:
         return time.monotonic() - slot.born > self.config.max_lifetime
