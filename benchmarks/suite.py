@@ -11,7 +11,8 @@ right beside what they are compared with:
   concurrent leases on a pool of 16, cold create-to-ready vs a raw ``docker run``, trivial
   calls per second with 8 callers over 8 containers, and idle sandbox memory;
 * ``vector``: env stepping (see :mod:`.vector_envs`);
-* ``tools``: 1,000 concurrent tool-using episodes vs gem-llm's own (see :mod:`.tool_throughput`).
+* ``tools``: 1,000 concurrent tool-using episodes vs gem-llm's own (see :mod:`.tool_throughput`);
+* ``service``: ``/run_code`` through the pool service vs a direct pool call (see :mod:`.service`).
 """
 
 from __future__ import annotations
@@ -347,11 +348,18 @@ def bench_tools() -> list[Row]:
     return run()
 
 
+def bench_service() -> list[Row]:
+    from .service import run
+
+    return run()
+
+
 BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "local": lambda: anyio.run(bench_local),
     "docker": lambda: anyio.run(bench_docker),
     "vector": bench_vector,
     "tools": bench_tools,
+    "service": bench_service,
 }
 
 

@@ -1,4 +1,4 @@
-"""The ``gem-sandbox`` command: envs, demo, images, doctor, search, bench.
+"""The ``gem-sandbox`` command: envs, demo, images, doctor, serve, search, bench.
 
 Every error a user can cause is answered with one line on stderr, ``gem-sandbox: error: <what
 is wrong>; <how to fix it>``, by :func:`explain`, the one table of them; ``--verbose`` adds the
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gem_sandbox import __version__
+from gem_sandbox.sandbox.config import BACKEND_CHOICES
 from gem_sandbox.sandbox.errors import BackendNotAvailable, SandboxError
 
 PROG = "gem-sandbox"
@@ -32,6 +33,8 @@ EXTRAS = {
     "docker": "docker",
     "tenacity": "docker",
     "aiohttp": "service",
+    "pydantic": "service",
+    "prometheus_client": "service",
     "datasets": "math",
     "math_verify": "math",
     "pyarrow": "math",
@@ -79,6 +82,25 @@ def _doctor(args: argparse.Namespace) -> int:
         if not check.ok and check.fix:
             print(f"    {'':<16} fix: {check.fix}")
     return 0 if doctor.ready(results) else EXIT_FAILURE
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import anyio
+
+    from gem_sandbox import service
+
+    pool = dict(_pair(text, "--pool") for text in args.pool)
+    overrides = {"host": args.host, "port": args.port, "backend": args.backend}
+    config = service.load(args.config, overrides=overrides, pool_overrides=pool, token_overrides=args.token)
+    anyio.run(service.serve, config)
+    return 0
+
+
+def _pair(text: str, flag: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise ValueError(f"{flag} takes NAME=VALUE, got {text!r}")
+    return name.strip(), value.strip()
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -131,6 +153,15 @@ def parser() -> argparse.ArgumentParser:
 
     doctor = sub.add_parser("doctor", help="check Docker, the image, bubblewrap, aiohttp and the settings; name the backend auto picks")
     doctor.set_defaults(func=_doctor)
+
+    serve = sub.add_parser("serve", help="serve a sandbox pool over HTTP (REST, SandboxFusion routes); see docs/service.md")
+    serve.add_argument("--config", metavar="FILE", help="a TOML file of settings (flags and GEM_SANDBOX_SERVE_* win over it)")
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1; others need --token)")
+    serve.add_argument("--port", type=int, help="port to bind (default 8080; 0 = any free port)")
+    serve.add_argument("--backend", choices=BACKEND_CHOICES, help="the pool's backend (default: auto)")
+    serve.add_argument("--token", action="append", default=[], metavar="NAME=SECRET", help="a client's token; repeat for more")
+    serve.add_argument("--pool", action="append", default=[], metavar="NAME=VALUE", help="a pool option, e.g. max_size=16; repeat")
+    serve.set_defaults(func=_serve)
 
     from gem_sandbox.search.cli import add_search_commands
 

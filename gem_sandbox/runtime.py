@@ -34,6 +34,7 @@ from gem_sandbox.sandbox import config as settings
 from gem_sandbox.sandbox.backends.base import Backend
 from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import SandboxError
+from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics, SandboxPool
 from gem_sandbox.sandbox.result import ExecResult
 
@@ -147,9 +148,12 @@ class Runtime:
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         files: Mapping[str, bytes | str] | None = None,
+        limits: RunLimits | None = None,
     ) -> ExecResult:
-        """One stateless run on any warm sandbox (GEM's semantics): nothing carries over."""
-        return await (await self.pool()).run(code, language, stdin=stdin, timeout=timeout, env=env, files=files)
+        """One stateless run on any warm sandbox (GEM's semantics): nothing carries over.
+        ``limits`` replaces the pool's :class:`RunLimits` for this run."""
+        pool = await self.pool()
+        return await pool.run(code, language, stdin=stdin, timeout=timeout, env=env, files=files, limits=limits)
 
     async def acquire(self, timeout: float | None = None) -> Sandbox:
         """A sandbox for one tenant until :meth:`release` (see :meth:`SandboxPool.acquire`)."""

@@ -286,6 +286,7 @@ class Sandbox:
         stdin: str | bytes | None = None,
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
+        limits: RunLimits | None = None,
         shared: bool = False,
     ) -> tuple[ExecResult, bool]:
         """:meth:`run`, and whether the agent then found the sandbox clean: no process, file,
@@ -293,7 +294,7 @@ class Sandbox:
         a clean sandbox to the next tenant without resetting it. A ``shared`` run (only where
         ``hello["isolation"] == "uid"``) may run beside others: its cwd, HOME and TMPDIR are a
         dir of its own, its group is its own and its files are private (umask 077)."""
-        header, data = self._run_request(code, language, stdin, timeout, env, None, None)
+        header, data = self._run_request(code, language, stdin, timeout, env, None, limits)
         result, response = await self._exchange(dict(header, stateless=True, shared=shared), data)
         return result, response.get("clean") is True
 

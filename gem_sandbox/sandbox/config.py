@@ -54,6 +54,9 @@ OTHER_VARIABLES = {
     "GEM_SANDBOX_TEST_HOST_SECRET": "tests: a host variable that must never reach a sandbox (test_docker_hardening.py)",
 }
 
+#: The pool service's settings (``gem-sandbox serve``), read by gem_sandbox/service/config.py.
+SERVICE_PREFIX = ENV_PREFIX + "SERVE_"
+
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _backend_name: str | None = None
 _pool_config: PoolConfig | None = None
@@ -165,10 +168,19 @@ def unknown_variables() -> dict[str, str]:
 def _is_unknown(variable: str) -> bool:
     return (
         variable.startswith(ENV_PREFIX)
+        and not variable.startswith(SERVICE_PREFIX)
         and variable not in VARIABLES
         and variable != BACKEND_VARIABLE
         and variable not in OTHER_VARIABLES
     )
+
+
+def parse_option(name: str, raw: str) -> Any:
+    """The value of option ``name`` written as text (``--pool max_size=16``), parsed and
+    checked as its ``GEM_SANDBOX_*`` variable would be."""
+    if name not in OPTIONS or name in NESTED:
+        raise _unknown_option(name)
+    return _parse(ENV_PREFIX + name.upper(), raw)
 
 
 def _parse(variable: str, raw: str) -> Any:

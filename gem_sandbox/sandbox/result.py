@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,19 @@ class ExecResult:
     @classmethod
     def infra_error(cls, message: str, duration_ms: float = 0.0) -> ExecResult:
         return cls(Status.INFRA_ERROR, stderr=message, duration_ms=duration_ms)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object the pool service answers for a run (docs/service.md)."""
+        fields = dataclasses.asdict(self)
+        fields["status"] = self.status.value
+        return fields
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ExecResult:
+        """The inverse of :meth:`to_json`; unknown keys (from a newer service) are ignored."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        fields = {k: v for k, v in data.items() if k in known}
+        return cls(**dict(fields, status=Status(data["status"])))
 
     @classmethod
     def from_wire(

@@ -36,6 +36,7 @@ from anyio.abc import TaskGroup
 from gem_sandbox.sandbox.backends.base import POOL_LABEL, Backend
 from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import AcquireTimeout, PoolClosed, SandboxError, SandboxUnavailable
+from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.pool.config import PoolConfig
 from gem_sandbox.sandbox.pool.seats import Seats
 from gem_sandbox.sandbox.pool.statistics import Counters, PoolStatistics
@@ -241,6 +242,7 @@ class SandboxPool:
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         files: Mapping[str, bytes | str] | None = None,
+        limits: RunLimits | None = None,
     ) -> ExecResult:
         """One stateless run on any warm sandbox (GEM's semantics): nothing carries over.
 
@@ -252,13 +254,19 @@ class SandboxPool:
         if files:
             async with self.lease() as sandbox:
                 await sandbox.write_files(files)
-                return await sandbox.run(code, language, stdin=stdin, timeout=timeout, env=env)
+                return await sandbox.run(code, language, stdin=stdin, timeout=timeout, env=env, limits=limits)
         sharing = self.config.runs_per_sandbox > 1
         sandbox = await (self._seat() if sharing else self.acquire())
         clean = False
         try:
             result, clean = await sandbox.run_stateless(
-                code, language, stdin=stdin, timeout=timeout, env=env, shared=sharing and self._seats.shared(sandbox)
+                code,
+                language,
+                stdin=stdin,
+                timeout=timeout,
+                env=env,
+                limits=limits,
+                shared=sharing and self._seats.shared(sandbox),
             )
         finally:
             if not sharing or self._seats.leave(sandbox):

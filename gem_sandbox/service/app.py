@@ -1,0 +1,244 @@
+"""The aiohttp application: the route table, and the middleware every request passes.
+
+Each request goes through :func:`observe` (metrics, and every error rendered as JSON, so
+nothing a client sends ends as a traceback or a dropped connection), then :func:`guard`
+(token, quotas, the body within its deadline and size, idempotency), then its handler.
+:data:`ROUTES` is the one table of routes: the app registers it (each private route also
+under ``/t/{token}``) and :mod:`.openapi` documents it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+from pydantic import BaseModel
+
+from gem_sandbox.sandbox.errors import SandboxError
+from gem_sandbox.service import fusion, openapi, v1
+from gem_sandbox.service.errors import Problem, problem_for
+from gem_sandbox.service.metrics import CONTENT_TYPE
+from gem_sandbox.service.replays import KEY_HEADER, Answer
+from gem_sandbox.service.state import SERVICE, TENANT, Service, parse
+
+log = logging.getLogger(__name__)
+access_log = logging.getLogger("gem_sandbox.service.access")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_MUTATING = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+_TOKEN_IN_PATH = re.compile(r"^/t/[^/]+")
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    body: type[BaseModel] | None = None
+    answer: type[BaseModel] | None = None
+    status: int = 200
+    public: bool = False  # needs no token
+    query: tuple[str, ...] = ()  # repeated query parameters it takes
+
+
+# -- public routes -------------------------------------------------------------------------
+
+
+async def healthz(request: web.Request) -> web.Response:
+    service = Service.of(request)
+    stats = service.runtime.statistics()
+    ready = not service.draining and service.runtime.backend is not None
+    body = {
+        "status": "ok" if ready else ("draining" if service.draining else "starting"),
+        "backend": service.runtime.backend,
+        "idle": stats.idle,
+        "leased": stats.leased,
+        "waiting": stats.waiting,
+    }
+    return web.json_response(body, status=200 if ready else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    return web.Response(body=Service.of(request).metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+
+async def openapi_document(request: web.Request) -> web.Response:
+    return web.json_response(openapi.document(ROUTES))
+
+
+# -- SandboxFusion -------------------------------------------------------------------------
+
+
+async def run_code(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, fusion.RunCodeRequest)
+    answer = await fusion.run_code(service.runtime, body, max_timeout=service.config.max_run_timeout)
+    return web.json_response(answer.model_dump(mode="json"))
+
+
+async def run_jupyter(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, fusion.RunJupyterRequest)
+    answer = await fusion.run_jupyter(service.runtime, body, max_timeout=service.config.max_run_timeout)
+    return web.json_response(answer.model_dump(mode="json"))
+
+
+SB = "/v1/sandboxes/{id}"
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/healthz", healthz, "Whether the pool can serve", public=True),
+    Route("GET", "/metrics", metrics, "Prometheus metrics", public=True),
+    Route("GET", "/openapi.json", openapi_document, "This document", public=True),
+    Route("POST", "/v1/run", v1.one_shot, "One stateless run on any warm sandbox", v1.OneShotBody, v1.ExecResultModel),
+    Route("POST", "/v1/sandboxes", v1.create_lease, "Lease a sandbox", v1.LeaseBody, v1.LeaseModel, status=201),
+    Route("GET", "/v1/sandboxes", v1.list_leases, "This token's leases", answer=v1.LeaseList),
+    Route("GET", SB, v1.get_lease, "One lease", answer=v1.LeaseModel),
+    Route("DELETE", SB, v1.delete_lease, "End a lease; the sandbox is reset for its next tenant", status=204),
+    Route("POST", f"{SB}/run", v1.run, "Run code in a fresh process", v1.RunBody, v1.ExecResultModel),
+    Route("POST", f"{SB}/shell", v1.shell, "A command in a persistent shell session", v1.ShellBody, v1.ExecResultModel),
+    Route("POST", f"{SB}/kernel", v1.kernel, "Code in a persistent Python namespace", v1.KernelBody, v1.ExecResultModel),
+    Route("POST", f"{SB}/kernel/restart", v1.kernel_restart, "Drop a kernel's namespace", v1.KernelRestartBody, status=204),
+    Route("PUT", f"{SB}/files", v1.write_files, "Write files into the work dir", v1.WriteFilesBody, status=204),
+    Route("GET", f"{SB}/files", v1.read_files, "Read files from the work dir", answer=v1.FilesModel, query=("path",)),
+    Route("POST", f"{SB}/reset", v1.reset, "Back to a clean sandbox, keeping the lease", status=204),
+    Route("POST", "/run_code", run_code, "SandboxFusion's run_code", fusion.RunCodeRequest, fusion.RunCodeResponse),
+    Route(
+        "POST", "/run_jupyter", run_jupyter, "SandboxFusion's run_jupyter", fusion.RunJupyterRequest, fusion.RunJupyterResponse
+    ),
+)
+_PUBLIC = frozenset(route.handler for route in ROUTES if route.public)
+
+
+# -- middleware ----------------------------------------------------------------------------
+
+
+@web.middleware
+async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count and time every request, and answer every error as JSON."""
+    service = Service.of(request)
+    started = time.perf_counter()
+    try:
+        response = await handler(request)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes an answer
+        response = render(as_problem(exc))
+    resource = request.match_info.route.resource
+    route = _TOKEN_IN_PATH.sub("", resource.canonical) if resource is not None else "unmatched"
+    service.metrics.requests.labels(request.method, route, str(response.status)).inc()
+    service.metrics.latency.labels(route).observe(time.perf_counter() - started)
+    if response.status >= 400 and isinstance(response, web.Response) and response.body:
+        service.metrics.rejections.labels(_error_type(response)).inc()
+    return response
+
+
+@web.middleware
+async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Token, quotas, body and idempotency, for every route that is not public."""
+    if request.match_info.route.handler in _PUBLIC or request.match_info.http_exception is not None:
+        return await handler(request)
+    service = Service.of(request)
+    if service.draining:
+        raise Problem(503, "unavailable", "the service is shutting down; retry on another instance", retry_after=5)
+    tenant = service.access.authenticate(request.headers.get("Authorization"), request.match_info.get("token"))
+    request[TENANT] = tenant
+    with tenant.admitted():
+        body = await _body(request, service)
+        key = request.headers.get(KEY_HEADER)
+        if key is None or request.method not in _MUTATING:
+            return await handler(request)
+        path = _TOKEN_IN_PATH.sub("", request.path)
+
+        async def produce() -> Answer:
+            try:
+                response = await handler(request)
+            except Exception as exc:  # noqa: BLE001 - a kept answer may be an error too
+                response = render(as_problem(exc))
+            assert isinstance(response, web.Response)
+            headers = tuple((k, v) for k, v in response.headers.items() if k == "Retry-After")
+            return Answer(response.status, bytes(response.body or b""), response.content_type, headers)
+
+        answer = await service.replays.once(tenant.name, key, (request.method, path, body), produce)
+        return web.Response(
+            status=answer.status, body=answer.body or None, content_type=answer.content_type, headers=dict(answer.headers)
+        )
+
+
+async def _body(request: web.Request, service: Service) -> bytes:
+    """The whole body, within ``read_timeout`` and ``max_body_bytes``."""
+    length = request.content_length
+    if length is not None and length > service.config.max_body_bytes:
+        raise _too_large(service)
+    try:
+        with anyio.fail_after(service.config.read_timeout):
+            return await request.read()
+    except TimeoutError:
+        raise Problem(408, "request_timeout", f"the body did not arrive within {service.config.read_timeout:g} s") from None
+    except web.HTTPRequestEntityTooLarge:
+        raise _too_large(service) from None
+
+
+def _too_large(service: Service) -> Problem:
+    limit = service.config.max_body_bytes
+    return Problem(413, "too_large", f"the body is over the service's limit of {limit} bytes; send less per request")
+
+
+def as_problem(exc: Exception) -> Problem:
+    if isinstance(exc, Problem):
+        return exc
+    if isinstance(exc, SandboxError):
+        return problem_for(exc)
+    if isinstance(exc, web.HTTPException):  # aiohttp's own: no such route or method
+        kinds = {404: "not_found", 405: "method_not_allowed"}
+        return Problem(exc.status, kinds.get(exc.status, "bad_request"), f"{exc.reason}; the routes are in /openapi.json")
+    log.exception("unexpected error answering a request")
+    return Problem(500, "internal", f"the service failed ({type(exc).__name__}); this is a bug, please report it")
+
+
+def render(problem: Problem) -> web.Response:
+    return web.json_response(problem.body(), status=problem.status, headers=problem.headers())
+
+
+def _error_type(response: web.Response) -> str:
+    try:
+        return str(json.loads(bytes(response.body or b""))["error"]["type"])
+    except (ValueError, KeyError, TypeError):
+        return str(response.status)
+
+
+class AccessLog(AbstractAccessLogger):
+    """One JSON line per request; a token in the path is logged as ``/t/***``."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        tenant = request.get(TENANT)
+        self.logger.info(
+            json.dumps(
+                {
+                    "remote": request.remote,
+                    "method": request.method,
+                    "path": _TOKEN_IN_PATH.sub("/t/***", request.path),
+                    "status": response.status,
+                    "ms": round(time * 1000, 3),
+                    "token": tenant.name if tenant is not None else None,
+                    "bytes": response.body_length,
+                }
+            )
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return self.logger.isEnabledFor(logging.INFO)
+
+
+def make_app(service: Service) -> web.Application:
+    app = web.Application(middlewares=[observe, guard], client_max_size=service.config.max_body_bytes)
+    app[SERVICE] = service
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, route.handler)
+        if not route.public:
+            app.router.add_route(route.method, "/t/{token}" + route.path, route.handler)
+    return app
+

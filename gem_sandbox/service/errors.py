@@ -1,0 +1,69 @@
+"""What the service answers when a request cannot be served: :class:`Problem`.
+
+Handlers raise a :class:`Problem` (or one of the sandbox layer's typed errors, which
+:func:`problem_for` translates); the app's error middleware renders it as
+``{"error": {"type", "message"}}`` with its HTTP status (docs/service.md, "Errors").
+"""
+
+from __future__ import annotations
+
+import math
+
+from gem_sandbox.sandbox.errors import (
+    AcquireTimeout,
+    FileTransferError,
+    PoolClosed,
+    SandboxCrashed,
+    SandboxError,
+    SandboxUnavailable,
+    UnsafePath,
+    UnsupportedLanguage,
+)
+
+
+class Problem(Exception):
+    """An HTTP error answer: ``status``, a machine-readable ``kind`` and a message saying what
+    was wrong and what to do. ``retry_after`` (seconds) becomes a ``Retry-After`` header."""
+
+    def __init__(self, status: int, kind: str, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.message = message
+        self.retry_after = retry_after
+
+    def body(self) -> dict[str, dict[str, str]]:
+        return {"error": {"type": self.kind, "message": self.message}}
+
+    def headers(self) -> dict[str, str]:
+        if self.retry_after is None:
+            return {}
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+
+
+def bad_request(message: str) -> Problem:
+    return Problem(400, "bad_request", message)
+
+
+def not_found(what: str) -> Problem:
+    return Problem(404, "not_found", f"{what} does not exist for this token (it never did, expired or was deleted)")
+
+
+def problem_for(exc: SandboxError) -> Problem:
+    """The answer for an error of the sandbox layer that reached a handler."""
+    if isinstance(exc, UnsupportedLanguage):
+        return Problem(400, "unsupported_language", str(exc))
+    if isinstance(exc, UnsafePath):
+        return Problem(400, "bad_request", f"unsafe path: {exc}")
+    if isinstance(exc, FileTransferError):
+        missing = str(exc).startswith("not found")
+        return Problem(404 if missing else 400, "file_not_found" if missing else "bad_request", str(exc))
+    if isinstance(exc, PoolClosed):
+        return Problem(503, "unavailable", "the service is shutting down; retry on another instance", retry_after=5)
+    if isinstance(exc, AcquireTimeout):
+        return Problem(503, "unavailable", f"{exc}", retry_after=1)
+    if isinstance(exc, SandboxUnavailable):
+        return Problem(503, "unavailable", f"no sandbox can be started: {exc}", retry_after=5)
+    if isinstance(exc, SandboxCrashed):
+        return Problem(503, "unavailable", f"the sandbox failed: {exc}; lease a new one", retry_after=1)
+    return Problem(500, "internal", f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,304 @@
+"""SandboxFusion's ``/run_code`` and ``/run_jupyter`` on a :class:`Runtime`'s sandboxes.
+
+Clients written for SandboxFusion (its ``sandbox-fusion`` package, verl's reward code and
+``SandboxFusionTool``) send these request bodies and read these answers; this module turns
+them into runs and kernel commands on our pool, so those clients move by changing their
+endpoint (docs/service.md, "SandboxFusion"). The app parses the requests and renders the
+answers; the models here are also what its OpenAPI document shows.
+
+Every verdict comes from the :class:`ExecResult` statuses the sandbox layer observed, never
+from what the code printed (design.md §3, "Where a verdict comes from"): a program cannot
+write its way to ``Success``, and only the infrastructure's failure is ``SandboxError``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+from gem_sandbox.runtime import Runtime
+from gem_sandbox.sandbox import transfer
+from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.sandbox.errors import FileTransferError, UnsafePath
+from gem_sandbox.sandbox.limits import RunLimits
+from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.service.errors import Problem, bad_request
+
+LANGUAGES = ("python", "bash", "cpp")
+COMPILE = "exec g++ -O2 -std=c++17 -o main main.cpp"
+RUN_BINARY = "exec ./main"  # exec: a signal that ends the program is its wait status, not bash's
+KERNEL = "fusion"
+_EXCEPTION_LINE = re.compile(r"(?P<ename>[A-Za-z_][\w.]*)(?:: ?(?P<evalue>.*))?")
+
+Seconds = Annotated[float, Field(gt=0, description="seconds; capped at the service's max_run_timeout")]
+FILES = "path (relative to the work dir) -> base64 content, written before the code runs"
+FETCH = "paths read back after the code ran, answered in `files`; missing ones are left out"
+
+# -- requests and answers (SandboxFusion's field names) --------------------------------------
+
+
+class RunCodeRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    compile_timeout: Seconds = 10
+    run_timeout: Seconds = 10
+    code: str
+    stdin: str | None = None
+    language: str = Field(description="python, bash or cpp")
+    files: dict[str, str | None] = Field({}, description=f"{FILES} (null: skipped)")
+    fetch_files: list[str] = Field([], description=FETCH)
+    memory_limit_MB: int = Field(-1, description="MiB a run may use, capped at the service's; -1 or 0: the service's")
+
+
+class RunJupyterRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    cells: list[str] = Field(description="Python cells, run in order in one namespace")
+    cell_timeout: float = Field(0, ge=0, description="seconds per cell; 0: whatever is left of total_timeout")
+    total_timeout: Seconds = 45
+    kernel: Literal["python3"] = "python3"
+    files: dict[str, str] = Field({}, description=FILES)
+    fetch_files: list[str] = Field([], description=FETCH)
+
+
+RunStatus = Literal["Success", "Failed", "SandboxError"]
+
+
+class CommandRunResult(BaseModel):
+    status: Literal["Finished", "Error", "TimeLimitExceeded"]
+    execution_time: float | None = Field(None, description="seconds")
+    cpu_time: float | None = Field(None, description="seconds")
+    return_code: int | None = Field(None, description="the exit code, or minus the signal that ended it")
+    stdout: str = ""
+    stderr: str = ""
+
+
+class RunCodeResponse(BaseModel):
+    status: RunStatus
+    message: str = ""
+    compile_result: CommandRunResult | None = None
+    run_result: CommandRunResult | None = None
+    executor_pod_name: str | None = Field(None, description="the id of the sandbox that ran it, if one was leased")
+    files: dict[str, str] = Field({}, description="path -> base64 content of the fetched files")
+
+
+class CellRunResult(BaseModel):
+    stdout: str
+    stderr: str
+    display: list[dict[str, Any]] = Field([], description="always empty: an expression's value goes to stdout")
+    error: list[dict[str, Any]] = Field([], description="{ename, evalue, traceback} when the cell raised")
+
+
+class RunJupyterResponse(BaseModel):
+    status: RunStatus
+    message: str = ""
+    driver: CommandRunResult | None = None
+    cells: list[CellRunResult] = []
+    executor_pod_name: str | None = None
+    files: dict[str, str] = {}
+
+
+# -- the two routes ---------------------------------------------------------------------------
+
+
+async def run_code(runtime: Runtime, request: RunCodeRequest, *, max_timeout: float) -> RunCodeResponse:
+    """Run ``request.code`` once (``cpp``: compile, then run if that succeeded). A python or
+    bash run with no files to write or fetch is a stateless run on any warm sandbox; the rest
+    lease one sandbox for the request."""
+    if request.language not in LANGUAGES:
+        raise Problem(
+            400,
+            "unsupported_language",
+            f"language {request.language!r} is not served here; use one of {', '.join(LANGUAGES)}",
+        )
+    files = _decode({path: text for path, text in request.files.items() if text is not None})
+    _check_paths(request.fetch_files)
+    run_timeout = min(request.run_timeout, max_timeout)
+    limits = _limits(runtime, request.memory_limit_MB)
+    if request.language != "cpp" and not files and not request.fetch_files:
+        ran = await runtime.run(
+            request.code, request.language, stdin=request.stdin, timeout=run_timeout, limits=limits
+        )
+        return _code_answer(None, ran)
+    compiled: ExecResult | None = None
+    async with runtime.lease() as sandbox:
+        if request.language == "cpp":
+            _require_cpp(sandbox)
+            await sandbox.write_files({**files, "main.cpp": request.code})
+            compiled = await sandbox.run(COMPILE, "bash", timeout=min(request.compile_timeout, max_timeout))
+            ran = None
+            if compiled.ok:
+                ran = await sandbox.run(RUN_BINARY, "bash", stdin=request.stdin, timeout=run_timeout, limits=limits)
+        else:
+            if files:
+                await sandbox.write_files(files)
+            ran = await sandbox.run(
+                request.code, request.language, stdin=request.stdin, timeout=run_timeout, limits=limits
+            )
+        broken = _infra_failure(step for step in (compiled, ran) if step is not None)
+        fetched = await _fetch(sandbox, request.fetch_files) if broken is None else {}
+        return _code_answer(compiled, ran, sandbox.id, fetched)
+
+
+async def run_jupyter(runtime: Runtime, request: RunJupyterRequest, *, max_timeout: float) -> RunJupyterResponse:
+    """Run the cells in order in one kernel of a leased sandbox. A cell that raises fills its
+    ``error`` and the next one runs; a cell that times out, or cells that outrun
+    ``total_timeout``, fail the notebook (``TimeLimitExceeded``, no cells: SandboxFusion's rule)."""
+    files = _decode(request.files)
+    _check_paths(request.fetch_files)
+    async with runtime.lease() as sandbox:
+        if files:
+            await sandbox.write_files(files)
+        started = anyio.current_time()
+        deadline = started + min(request.total_timeout, max_timeout)
+        results: list[ExecResult] = []
+        timed_out = False
+        for cell in request.cells:
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                timed_out = True
+                break
+            timeout = min(request.cell_timeout or left, left, max_timeout)
+            result = await sandbox.kernel_exec(cell, kernel=KERNEL, timeout=timeout)
+            results.append(result)
+            if result.status in (Status.TIMEOUT, Status.INFRA_ERROR):
+                timed_out = result.status is Status.TIMEOUT
+                break
+        elapsed = anyio.current_time() - started
+        failure = _infra_failure(results)
+        fetched = await _fetch(sandbox, request.fetch_files) if failure is None else {}
+    answer = RunJupyterResponse(status="Success", executor_pod_name=sandbox.id, files=fetched)
+    if failure is not None:
+        answer.status, answer.message = "SandboxError", failure.stderr
+        answer.driver = CommandRunResult(status="Error", execution_time=elapsed, stderr=failure.stderr)
+    elif timed_out:
+        answer.status = "Failed"
+        answer.driver = CommandRunResult(status="TimeLimitExceeded", execution_time=elapsed)
+    else:
+        answer.driver = CommandRunResult(status="Finished", execution_time=elapsed, return_code=0)
+        answer.cells = [_cell(result) for result in results]
+    return answer
+
+
+# -- from our results to SandboxFusion's --------------------------------------------------------
+
+
+def _code_answer(
+    compiled: ExecResult | None, ran: ExecResult | None, pod: str | None = None, files: dict[str, str] | None = None
+) -> RunCodeResponse:
+    """``SandboxError`` (with the infrastructure's message) if a step hit ``infra_error``,
+    else ``Success`` if every step was ``ok``, else ``Failed``."""
+    steps = [step for step in (compiled, ran) if step is not None]
+    failure = _infra_failure(steps)
+    if failure is not None:
+        status, message = "SandboxError", failure.stderr
+    else:
+        status, message = ("Success" if all(map(_exited_zero, steps)) else "Failed"), ""
+    return RunCodeResponse(
+        status=status,
+        message=message,
+        compile_result=_command(compiled) if compiled else None,
+        run_result=_command(ran) if ran else None,
+        executor_pod_name=pod,
+        files=files or {},
+    )
+
+
+def _command(result: ExecResult) -> CommandRunResult:
+    if result.status is Status.INFRA_ERROR:
+        status, return_code = "Error", None
+    elif result.status is Status.TIMEOUT:
+        status, return_code = "TimeLimitExceeded", None
+    else:  # it ended on its own, or by a limit or signal: an exit code or minus the signal
+        status = "Finished"
+        return_code = result.exit_code if result.exit_code is not None else (-result.signal if result.signal else None)
+    return CommandRunResult(
+        status=status,
+        execution_time=result.duration_ms / 1000,
+        cpu_time=result.cpu_ms / 1000,
+        return_code=return_code,
+        stdout=result.stdout,
+        stderr=result.stderr,
+    )
+
+
+def _cell(result: ExecResult) -> CellRunResult:
+    """A cell's output; a cell that failed (by its status) gets an ``error`` entry whose name
+    and value are read from its traceback's last line, for display only."""
+    cell = CellRunResult(stdout=result.stdout, stderr=result.stderr)
+    if not result.ok:
+        lines = result.stderr.rstrip().splitlines()
+        last = lines[-1] if lines else ""
+        match = _EXCEPTION_LINE.fullmatch(last)
+        ename, evalue = (match["ename"], match["evalue"] or "") if match else (result.status.value, last)
+        cell.error = [{"ename": ename, "evalue": evalue, "traceback": lines}]
+    return cell
+
+
+def _exited_zero(result: ExecResult) -> bool:
+    """SandboxFusion's success: the program ended by itself with 0 (output cut at the cap
+    still counts, as its return code is 0)."""
+    return result.exit_code == 0 and result.status in (Status.OK, Status.OUTPUT_LIMIT)
+
+
+def _infra_failure(results: Iterable[ExecResult]) -> ExecResult | None:
+    return next((result for result in results if result.status is Status.INFRA_ERROR), None)
+
+
+# -- request checks and files -------------------------------------------------------------------
+
+
+def _decode(files: Mapping[str, str]) -> dict[str, bytes]:
+    """File contents from base64; a bad one, or an unsafe path, answers 400 naming its file."""
+    _check_paths(files)
+    decoded = {}
+    for path, text in files.items():
+        try:
+            decoded[path] = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise bad_request(f"files: the content of {path!r} is not valid base64") from None
+    return decoded
+
+
+def _check_paths(paths: Iterable[str]) -> None:
+    for path in paths:
+        try:
+            transfer.check_path(path)
+        except UnsafePath as exc:
+            raise bad_request(f"file {path!r}: {exc}; use a path relative to the work dir") from None
+
+
+async def _fetch(sandbox: Sandbox, paths: Iterable[str]) -> dict[str, str]:
+    """The files among ``paths`` that are there, as base64; one by one, so a missing one (or
+    one the code made a link or a directory) is only left out."""
+    fetched = {}
+    for path in dict.fromkeys(paths):
+        try:
+            fetched.update(await sandbox.read_files([path]))
+        except (FileTransferError, UnsafePath):
+            continue
+    return {path: base64.b64encode(data).decode("ascii") for path, data in fetched.items()}
+
+
+def _limits(runtime: Runtime, memory_mb: int) -> RunLimits | None:
+    """The pool's limits with ``memory_mb`` per run (capped at the pool's own); None, the
+    pool's as they are, for -1 or 0."""
+    if memory_mb <= 0:
+        return None
+    pool = runtime.config.limits
+    capped = min(memory_mb, pool.run_memory_mb) if pool.run_memory_mb else memory_mb
+    return dataclasses.replace(pool, run_memory_mb=capped)
+
+
+def _require_cpp(sandbox: Sandbox) -> None:
+    languages = sandbox.hello.get("languages", [])
+    if not {"bash", "cpp"} <= set(languages):
+        have = ", ".join(languages)
+        raise Problem(400, "unsupported_language", f"cpp needs g++ and bash; these sandboxes have {have}")

@@ -1,0 +1,129 @@
+"""Sandboxes held by clients between requests: :class:`Leases`.
+
+A lease is a pool lease with an owner and a deadline. Each request on it renews the deadline
+(``ttl`` seconds after the request ends) and holds it off while in flight; a lease past its
+deadline is ended by :meth:`Leases.reap`, which runs in the service's task group, so a client
+that crashed or forgot gives its sandbox back to the pool. Ids are unguessable, and an id is
+looked up together with its owner: another token's lease is indistinguishable from none.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from gem_sandbox.runtime import Runtime
+from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.service.access import Tenant
+from gem_sandbox.service.errors import Problem, not_found
+
+REAP_INTERVAL = 1.0  # seconds between looks for expired leases
+
+
+@dataclass(eq=False)
+class Lease:
+    id: str
+    tenant: Tenant
+    sandbox: Sandbox
+    ttl: float
+    deadline: float = field(default=0.0)
+    busy: int = 0
+
+    def __post_init__(self) -> None:
+        self.renew()
+
+    def renew(self) -> None:
+        self.deadline = time.monotonic() + self.ttl
+
+    def describe(self) -> dict[str, Any]:
+        """The ``Lease`` object of the API."""
+        return {
+            "id": self.id,
+            "backend": self.sandbox.backend,
+            "languages": self.sandbox.hello.get("languages", []),
+            "isolation": self.sandbox.hello.get("isolation"),
+            "ttl": self.ttl,
+            "expires_in": round(max(0.0, self.deadline - time.monotonic()), 3) if not self.busy else self.ttl,
+        }
+
+
+class Leases:
+    def __init__(self, runtime: Runtime, default_ttl: float, max_ttl: float) -> None:
+        self.runtime = runtime
+        self.default_ttl = default_ttl
+        self.max_ttl = max_ttl
+        self.expired = 0  # leases ended by their deadline, for the metrics
+        self._by_id: dict[str, Lease] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    async def create(self, tenant: Tenant, ttl: float | None) -> Lease:
+        """A sandbox of ``tenant``'s own; 429 past its ``max_leases``."""
+        if tenant.leases >= tenant.policy.max_leases:
+            raise Problem(
+                429,
+                "too_many_leases",
+                f"token {tenant.name} holds {tenant.leases} sandboxes, its limit; delete one first",
+                retry_after=1,
+            )
+        tenant.leases += 1  # counted before the wait, so concurrent creates cannot overshoot
+        try:
+            sandbox = await self.runtime.acquire()
+        except BaseException:
+            tenant.leases -= 1
+            raise
+        lease = Lease("sb-" + secrets.token_urlsafe(12), tenant, sandbox, min(ttl or self.default_ttl, self.max_ttl))
+        self._by_id[lease.id] = lease
+        return lease
+
+    def find(self, tenant: Tenant, lease_id: str) -> Lease:
+        lease = self._by_id.get(lease_id)
+        if lease is None or lease.tenant is not tenant:
+            raise not_found(f"sandbox {lease_id}")
+        return lease
+
+    def owned_by(self, tenant: Tenant) -> list[Lease]:
+        return [lease for lease in self._by_id.values() if lease.tenant is tenant]
+
+    @asynccontextmanager
+    async def using(self, tenant: Tenant, lease_id: str) -> AsyncIterator[Sandbox]:
+        """The lease's sandbox for one request: not reaped meanwhile, renewed after."""
+        lease = self.find(tenant, lease_id)
+        lease.busy += 1
+        try:
+            yield lease.sandbox
+        finally:
+            lease.busy -= 1
+            lease.renew()
+
+    async def delete(self, tenant: Tenant, lease_id: str) -> None:
+        await self._end(self.find(tenant, lease_id))
+
+    async def reap(self) -> None:
+        """End leases past their deadline, forever (run it in a task group)."""
+        while True:
+            await anyio.sleep(REAP_INTERVAL)
+            now = time.monotonic()
+            for lease in [x for x in self._by_id.values() if not x.busy and x.deadline <= now]:
+                self.expired += 1
+                await self._end(lease)
+
+    async def aclose(self) -> None:
+        for lease in list(self._by_id.values()):
+            await self._end(lease)
+
+    async def _end(self, lease: Lease) -> None:
+        """Give the sandbox back (the pool resets it); requests still in flight on it end as
+        the reset kills their processes."""
+        if self._by_id.pop(lease.id, None) is None:
+            return
+        lease.tenant.leases -= 1
+        with anyio.CancelScope(shield=True):
+            await self.runtime.release(lease.sandbox)

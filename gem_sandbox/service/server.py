@@ -1,0 +1,82 @@
+"""Running the service: :func:`running` (in a caller's event loop, as the tests do) and
+:func:`serve` (the ``gem-sandbox serve`` command: until SIGTERM or SIGINT).
+
+Shutdown is graceful in this order: health turns 503 and new requests are refused, the
+listening socket closes, requests in flight get ``shutdown_timeout`` to finish, leases end,
+and leaving the runtime removes every sandbox the pool made.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from aiohttp import web
+
+from gem_sandbox.runtime import Runtime
+from gem_sandbox.service.app import AccessLog, make_app
+from gem_sandbox.service.config import ServiceConfig
+from gem_sandbox.service.state import Service
+
+log = logging.getLogger(__name__)
+
+BACKLOG = 4096  # connections the kernel queues before accept: bursts of clients connect at once
+KEEPALIVE = 75.0  # seconds an idle keep-alive connection is held open
+
+
+@asynccontextmanager
+async def running(config: ServiceConfig, runtime: Runtime | None = None) -> AsyncIterator[Service]:
+    """The service, listening, until the block exits. ``runtime`` (an open one) serves the
+    requests; without it one is opened from ``config`` and closed after."""
+    async with _runtime(config, runtime) as opened:
+        service = Service(config, opened)
+        await opened.pool()  # warm sandboxes start now, not at the first request
+        runner = web.AppRunner(
+            make_app(service),
+            access_log_class=AccessLog,
+            access_log=logging.getLogger("gem_sandbox.service.access"),
+            shutdown_timeout=config.shutdown_timeout,
+            keepalive_timeout=KEEPALIVE,
+        )
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, config.host, config.port, backlog=BACKLOG).start()
+            service.url = _url(runner)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(service.leases.reap)
+                try:
+                    yield service
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            service.draining = True
+            with anyio.CancelScope(shield=True):
+                await runner.cleanup()  # stops listening, then waits for requests in flight
+                await service.leases.aclose()
+
+
+async def serve(config: ServiceConfig) -> None:
+    """Serve until SIGTERM or SIGINT, then shut down gracefully."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with running(config) as service:
+            log.warning("serving %s on %s (%s tokens)", service.runtime.backend, service.url, len(config.tokens) or "no")
+            async for signum in signals:
+                log.warning("%s: finishing requests in flight, then removing every sandbox", signal.Signals(signum).name)
+                break
+
+
+@asynccontextmanager
+async def _runtime(config: ServiceConfig, runtime: Runtime | None) -> AsyncIterator[Runtime]:
+    if runtime is not None:
+        yield runtime
+        return
+    async with Runtime(config.backend, **config.pool) as opened:
+        yield opened
+
+
+def _url(runner: web.AppRunner) -> str:
+    host, port = runner.addresses[0][:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -1,0 +1,242 @@
+"""The REST API under ``/v1``: one-shot runs and leased sandboxes (docs/service.md).
+
+Request and answer bodies are pydantic models: the same declarations check each request
+(a bad field answers 400 naming it) and make the OpenAPI document. A run's answer is always
+its :class:`ExecResult`, whatever the code did; errors are the caller's (4xx) or the
+service's (503), never the code's.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Annotated, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from gem_sandbox.sandbox.limits import RunLimits
+from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.service.errors import bad_request
+from gem_sandbox.service.state import Service, parse, tenant_of
+
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+Seconds = Annotated[float, Field(gt=0, description="seconds; capped at the service's max_run_timeout")]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Limits(_Body):
+    """Per-run limits (`RunLimits`'s fields); each is capped at the service's own."""
+
+    run_memory_mb: int | None = Field(None, ge=0)
+    cpu_seconds: int | None = Field(None, ge=1)
+    max_output_bytes: int | None = Field(None, ge=1)
+    file_size_mb: int | None = Field(None, ge=0)
+    nofile: int | None = Field(None, ge=16)
+
+
+class RunBody(_Body):
+    code: str
+    language: str = "python"
+    stdin: str | None = None
+    timeout: Seconds | None = None
+    env: dict[str, str] = {}
+    limits: Limits | None = None
+
+
+class OneShotBody(RunBody):
+    files: dict[str, str] = Field({}, description="path -> base64 content, written before the run")
+
+
+class LeaseBody(_Body):
+    ttl: Annotated[float, Field(gt=0, description="seconds the lease lives after its last request")] | None = None
+
+
+class ShellBody(_Body):
+    command: str
+    session: Name = "default"
+    timeout: Seconds | None = None
+
+
+class KernelBody(_Body):
+    code: str
+    kernel: Name = "default"
+    timeout: Seconds | None = None
+
+
+class KernelRestartBody(_Body):
+    kernel: Name = "default"
+
+
+class WriteFilesBody(_Body):
+    files: dict[str, str] = Field(description="path -> base64 content")
+    dest: str = "."
+    executable: list[str] = []
+    directories: list[str] = []
+
+
+class ExecResultModel(BaseModel):
+    status: Literal[tuple(s.value for s in Status)]  # type: ignore[valid-type]
+    exit_code: int | None
+    signal: int | None
+    stdout: str
+    stderr: str
+    stdout_bytes: int
+    stderr_bytes: int
+    truncated: bool
+    duration_ms: float
+    cpu_ms: float
+
+
+class LeaseModel(BaseModel):
+    id: str
+    backend: str
+    languages: list[str]
+    isolation: str | None
+    ttl: float
+    expires_in: float
+
+
+class LeaseList(BaseModel):
+    sandboxes: list[LeaseModel]
+
+
+class FilesModel(BaseModel):
+    files: dict[str, str] = Field(description="path -> base64 content")
+
+
+# -- handlers ----------------------------------------------------------------------------
+
+
+async def one_shot(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, OneShotBody)
+    result = await service.runtime.run(
+        body.code,
+        body.language,
+        stdin=body.stdin,
+        timeout=service.timeout(body.timeout),
+        env=body.env,
+        files=decode(body.files) or None,
+        limits=limits(service, body.limits),
+    )
+    return service.result(result)
+
+
+async def create_lease(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, LeaseBody)
+    lease = await service.leases.create(tenant_of(request), body.ttl)
+    return web.json_response(lease.describe(), status=201)
+
+
+async def list_leases(request: web.Request) -> web.Response:
+    leases = Service.of(request).leases.owned_by(tenant_of(request))
+    return web.json_response({"sandboxes": [lease.describe() for lease in leases]})
+
+
+async def get_lease(request: web.Request) -> web.Response:
+    lease = Service.of(request).leases.find(tenant_of(request), request.match_info["id"])
+    return web.json_response(lease.describe())
+
+
+async def delete_lease(request: web.Request) -> web.Response:
+    await Service.of(request).leases.delete(tenant_of(request), request.match_info["id"])
+    return web.Response(status=204)
+
+
+async def run(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, RunBody)
+    async with service.sandbox(request) as sandbox:
+        result = await sandbox.run(
+            body.code,
+            body.language,
+            stdin=body.stdin,
+            timeout=service.timeout(body.timeout),
+            env=body.env,
+            limits=limits(service, body.limits),
+        )
+    return service.result(result)
+
+
+async def shell(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, ShellBody)
+    async with service.sandbox(request) as sandbox:
+        result = await sandbox.shell(body.command, session=body.session, timeout=service.timeout(body.timeout))
+    return service.result(result)
+
+
+async def kernel(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, KernelBody)
+    async with service.sandbox(request) as sandbox:
+        result = await sandbox.kernel_exec(body.code, kernel=body.kernel, timeout=service.timeout(body.timeout))
+    return service.result(result)
+
+
+async def kernel_restart(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, KernelRestartBody)
+    async with service.sandbox(request) as sandbox:
+        await sandbox.kernel_restart(body.kernel)
+    return web.Response(status=204)
+
+
+async def write_files(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, WriteFilesBody)
+    async with service.sandbox(request) as sandbox:
+        await sandbox.write_files(
+            decode(body.files), dest=body.dest, executable=body.executable, directories=body.directories
+        )
+    return web.Response(status=204)
+
+
+async def read_files(request: web.Request) -> web.Response:
+    service = Service.of(request)
+    paths = request.query.getall("path", [])
+    if not paths:
+        raise bad_request("name the files to read: ?path=a&path=b")
+    async with service.sandbox(request) as sandbox:
+        files = await sandbox.read_files(paths)
+    return web.json_response({"files": encode(files)})
+
+
+async def reset(request: web.Request) -> web.Response:
+    async with Service.of(request).sandbox(request) as sandbox:
+        await sandbox.reset()
+    return web.Response(status=204)
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def decode(files: Mapping[str, str]) -> dict[str, bytes]:
+    """File contents from base64; a bad one answers 400 naming its file."""
+    decoded = {}
+    for path, text in files.items():
+        try:
+            decoded[path] = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise bad_request(f"the content of {path!r} is not valid base64") from None
+    return decoded
+
+
+def encode(files: Mapping[str, bytes]) -> dict[str, str]:
+    return {path: base64.b64encode(data).decode("ascii") for path, data in files.items()}
+
+
+def limits(service: Service, asked: Limits | None) -> RunLimits | None:
+    """The limits a request asked for, each capped at the pool's own (0 = "no cap" is
+    capped too, where the pool has one)."""
+    if asked is None:
+        return None
+    ceiling = service.runtime.config.limits
+    cpu_cap = ceiling.cpu_seconds or math.ceil(service.config.max_run_timeout) + 1
+    capped = {}
+    for name, value in asked.model_dump(exclude_none=True).items():
+        cap = cpu_cap if name == "cpu_seconds" else getattr(ceiling, name)
+        unbounded = value == 0 and name in ("run_memory_mb", "file_size_mb")
+        capped[name] = cap if cap and (unbounded or value > cap) else value
+    return dataclasses.replace(ceiling, **capped)

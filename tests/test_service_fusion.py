@@ -1,0 +1,170 @@
+"""SandboxFusion's ``run_code`` and ``run_jupyter`` semantics (gem_sandbox.service.fusion),
+called directly on a real runtime: bubblewrap, and Docker for the C++ cases."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gem_sandbox.runtime import Runtime
+from gem_sandbox.service.errors import Problem
+from gem_sandbox.service.fusion import RunCodeRequest, RunJupyterRequest, run_code, run_jupyter
+from tests.docker_fixtures import docker_client, sandbox_image  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.anyio
+
+MAX_TIMEOUT = 30.0
+SQUARE = "#include <iostream>\nint main() { int n; std::cin >> n; std::cout << n * n << std::endl; }\n"
+
+
+@pytest.fixture
+async def runtime() -> AsyncIterator[Runtime]:
+    async with Runtime("local", max_size=2) as opened:
+        yield opened
+
+
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+async def cpp_runtime(request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
+    """A runtime whose sandboxes have g++ (bubblewrap uses the host's /usr, which may not)."""
+    options = {"image": request.getfixturevalue("sandbox_image")} if request.param == "docker" else {}
+    async with Runtime(request.param, max_size=2, **options) as opened:
+        async with opened.lease() as sandbox:
+            languages = sandbox.hello.get("languages", [])
+        if "cpp" not in languages:
+            pytest.skip(f"no g++ in the {request.param} sandboxes (they have {', '.join(languages)})")
+        yield opened
+
+
+async def code(runtime: Runtime, **request: object):
+    return await run_code(runtime, RunCodeRequest.model_validate(request), max_timeout=MAX_TIMEOUT)
+
+
+async def notebook(runtime: Runtime, *cells: str, **request: object):
+    body = RunJupyterRequest.model_validate(dict(request, cells=list(cells)))
+    return await run_jupyter(runtime, body, max_timeout=MAX_TIMEOUT)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+# -- run_code -------------------------------------------------------------------------------------
+
+
+async def test_python_output_is_success(runtime: Runtime) -> None:
+    response = await code(runtime, code="print(6 * 7)", language="python")
+    assert response.status == "Success" and response.message == ""
+    assert (response.run_result.status, response.run_result.return_code) == ("Finished", 0)
+    assert response.run_result.stdout == "42\n" and response.compile_result is None
+
+
+async def test_a_non_zero_exit_is_failed_with_its_return_code(runtime: Runtime) -> None:
+    response = await code(runtime, code="import sys; sys.exit(4)", language="python")
+    assert response.status == "Failed"
+    assert (response.run_result.status, response.run_result.return_code) == ("Finished", 4)
+
+
+async def test_a_signal_death_reports_minus_the_signal(runtime: Runtime) -> None:
+    response = await code(runtime, code="import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", language="python")
+    assert response.status == "Failed" and response.run_result.return_code == -11
+
+
+async def test_a_run_past_its_timeout_is_time_limit_exceeded(runtime: Runtime) -> None:
+    response = await code(runtime, code="while True: pass", language="python", run_timeout=1)
+    assert response.status == "Failed"
+    assert (response.run_result.status, response.run_result.return_code) == ("TimeLimitExceeded", None)
+
+
+async def test_bash_reads_stdin(runtime: Runtime) -> None:
+    response = await code(runtime, code="read a b; echo $((a + b))", language="bash", stdin="2 3\n")
+    assert (response.status, response.run_result.stdout) == ("Success", "5\n")
+
+
+async def test_files_go_in_and_fetched_files_come_back_as_base64(runtime: Runtime) -> None:
+    program = "open('out.txt', 'w').write(open('data/in.txt').read() * 2)"
+    response = await code(
+        runtime, code=program, language="python", files={"data/in.txt": b64(b"ab")}, fetch_files=["out.txt"]
+    )
+    assert response.status == "Success"
+    assert response.files == {"out.txt": b64(b"abab")}
+    assert response.executor_pod_name
+
+
+async def test_a_missing_fetch_file_is_left_out(runtime: Runtime) -> None:
+    program = "open('made.txt', 'w').write('x')"
+    response = await code(runtime, code=program, language="python", fetch_files=["absent.txt", "made.txt"])
+    assert response.status == "Success" and response.files == {"made.txt": b64(b"x")}
+
+
+async def test_an_unsupported_language_is_a_400_naming_the_three(runtime: Runtime) -> None:
+    with pytest.raises(Problem) as raised:
+        await code(runtime, code="console.log(1)", language="nodejs")
+    assert (raised.value.status, raised.value.kind) == (400, "unsupported_language")
+    assert all(language in raised.value.message for language in ("python", "bash", "cpp"))
+
+
+@pytest.mark.parametrize(
+    ("files", "fetch_files"),
+    [({"in.txt": "not base64!"}, []), ({"../up.txt": b64(b"x")}, []), ({}, ["/etc/passwd"])],
+    ids=["bad-base64", "climbing-path", "absolute-fetch"],
+)
+async def test_a_bad_file_is_a_400_naming_it(runtime: Runtime, files: dict[str, str], fetch_files: list[str]) -> None:
+    with pytest.raises(Problem) as raised:
+        await code(runtime, code="pass", language="python", files=files, fetch_files=fetch_files)
+    assert (raised.value.status, raised.value.kind) == (400, "bad_request")
+    assert [*files, *fetch_files][0] in raised.value.message
+
+
+async def test_printing_a_verdict_cannot_change_it(runtime: Runtime) -> None:
+    program = "import sys; print('Success'); print('TimeLimitExceeded', file=sys.stderr); sys.exit(1)"
+    response = await code(runtime, code=program, language="python")
+    assert (response.status, response.run_result.status, response.run_result.return_code) == ("Failed", "Finished", 1)
+
+
+async def test_stderr_output_does_not_fail_a_clean_exit(runtime: Runtime) -> None:
+    response = await code(runtime, code="echo 'Error: SandboxError' >&2; exit 0", language="bash")
+    assert (response.status, response.run_result.return_code) == ("Success", 0)
+    assert response.run_result.stderr == "Error: SandboxError\n"
+
+
+# -- cpp (bubblewrap where the host has g++, and Docker) --------------------------------------------
+
+
+async def test_cpp_compiles_then_runs_with_stdin(cpp_runtime: Runtime) -> None:
+    response = await code(cpp_runtime, code=SQUARE, language="cpp", stdin="9\n")
+    assert response.status == "Success"
+    assert (response.compile_result.status, response.compile_result.return_code) == ("Finished", 0)
+    assert (response.run_result.return_code, response.run_result.stdout) == (0, "81\n")
+
+
+async def test_a_cpp_compile_error_fails_without_a_run(cpp_runtime: Runtime) -> None:
+    response = await code(cpp_runtime, code="int main() { return oops; }", language="cpp")
+    assert response.status == "Failed" and response.run_result is None
+    assert response.compile_result.return_code != 0 and "oops" in response.compile_result.stderr
+
+
+# -- run_jupyter --------------------------------------------------------------------------------
+
+
+async def test_jupyter_cells_share_one_namespace(runtime: Runtime) -> None:
+    response = await notebook(runtime, "a = 123", "a += 1", "print(a)", "a * 2")
+    assert (response.status, response.driver.status) == ("Success", "Finished")
+    assert [cell.stdout for cell in response.cells] == ["", "", "124\n", "248\n"]
+    assert all(cell.error == [] and cell.display == [] for cell in response.cells)
+
+
+async def test_a_raising_cell_fills_its_error_and_later_cells_run(runtime: Runtime) -> None:
+    response = await notebook(runtime, "a = 1", "1 / 0", "print(a + 1)")
+    assert response.status == "Success"
+    (error,) = response.cells[1].error
+    assert (error["ename"], error["evalue"]) == ("ZeroDivisionError", "division by zero")
+    assert error["traceback"][-1] == "ZeroDivisionError: division by zero"
+    assert (response.cells[2].stdout, response.cells[2].error) == ("2\n", [])
+
+
+async def test_a_cell_past_its_timeout_fails_the_notebook(runtime: Runtime) -> None:
+    response = await notebook(runtime, "a = 1", "import time; time.sleep(30)", "print(a)", cell_timeout=1)
+    assert (response.status, response.driver.status) == ("Failed", "TimeLimitExceeded")
+    assert response.cells == [] and response.driver.execution_time < 10
