@@ -12,9 +12,11 @@ no thread and no hop. A call from another loop is a bug in the caller (the pool'
 events and streams belong to one loop), and says so. Sync code never opens one of these
 directly: :mod:`gem_sandbox.sync` hosts runtimes for it (the process default among them).
 
-Today a runtime is one :class:`~gem_sandbox.sandbox.pool.SandboxPool` on one backend, opened
-at the first call that needs a sandbox, plus an HTTP session for tools that talk to servers
-(the search tool); the service, e2b and Ray runtimes of later issues keep this interface and
+A runtime is one pool, opened at the first call that needs a sandbox: a
+:class:`~gem_sandbox.sandbox.pool.SandboxPool` on one backend, or, given a service URL (or
+``GEM_SANDBOX_URL``), a :class:`~gem_sandbox.sandbox.remote.RemotePool` whose sandboxes are
+leases on the pool service (docs/service.md); plus an HTTP session for tools that talk to
+servers (the search tool). The e2b and Ray runtimes of later issues keep this interface and
 change what is behind it.
 """
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 import anyio.abc
@@ -33,13 +35,18 @@ import anyio.to_thread
 from gem_sandbox.sandbox import config as settings
 from gem_sandbox.sandbox.backends.base import Backend
 from gem_sandbox.sandbox.client import Sandbox
-from gem_sandbox.sandbox.errors import SandboxError
+from gem_sandbox.sandbox.errors import BackendNotAvailable, ConfigError, SandboxError
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics, SandboxPool
 from gem_sandbox.sandbox.result import ExecResult
 
 if TYPE_CHECKING:
     import aiohttp
+
+    from gem_sandbox.sandbox.remote import RemotePool, RemoteSandbox
+
+#: What a runtime leases: a sandbox of its own pool, or one held on the pool service.
+LeasedSandbox: TypeAlias = "Sandbox | RemoteSandbox"
 
 
 class RuntimeState(str, enum.Enum):
@@ -61,25 +68,41 @@ class Runtime:
     :class:`~gem_sandbox.sandbox.backends.base.Backend` instance; ``config`` and ``options``
     (any :class:`PoolConfig`, ``SandboxSpec`` or ``RunLimits`` field) size the pool. Both
     default to :func:`gem_sandbox.configure`'s settings (or ``GEM_SANDBOX_*`` variables).
+
+    ``url`` (instead of a backend) runs everything on the pool service there, as ``token``;
+    with neither given, ``GEM_SANDBOX_URL`` does the same (see
+    :func:`~gem_sandbox.sandbox.config.service_endpoint`). The service's settings size its
+    pool; of this runtime's, ``run_timeout`` and ``acquire_timeout`` apply.
     """
 
     def __init__(
-        self, backend: str | Backend | None = None, config: PoolConfig | None = None, **options: Any
+        self,
+        backend: str | Backend | None = None,
+        config: PoolConfig | None = None,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        **options: Any,
     ) -> None:
+        if url is not None and backend is not None:
+            raise ConfigError(f"give a runtime a backend ({backend!r}) or a service url, not both")
+        if url is None and backend is None and (endpoint := settings.service_endpoint()) is not None:
+            url, token = endpoint[0], token or endpoint[1]
         self.config = settings.with_options(config or settings.pool_config(), options)
         self._backend = backend if isinstance(backend, Backend) else None
         self._backend_name = None if isinstance(backend, Backend) else backend
         if self._backend_name not in (None, "auto"):
             settings.backend_class(self._backend_name)  # a bad name fails here, not at open
+        self._url, self._token = url, token
         self.state = RuntimeState.NEW
-        self._pool: SandboxPool | None = None
+        self._pool: SandboxPool | RemotePool | None = None
         self._pool_lock: anyio.Lock | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._loop: object = None
         self._http: aiohttp.ClientSession | None = None
 
     def __repr__(self) -> str:
-        backend = self._pool.backend.name if self._pool else self._backend_name or "auto"
+        backend = self.backend or ("remote" if self._url else self._backend_name or "auto")
         return f"<Runtime {backend} {self.state.value}>"
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -109,26 +132,37 @@ class Runtime:
             await self._tg.__aexit__(None, None, None)
             self.state = RuntimeState.CLOSED
 
-    async def pool(self) -> SandboxPool:
+    async def pool(self) -> SandboxPool | RemotePool:
         """The pool, opened on first use: a runtime that only serves HTTP tools never probes a
-        backend or launches a sandbox. Raises :class:`BackendNotAvailable` when the backend
-        cannot run here."""
+        backend, launches a sandbox or connects to a service. Raises
+        :class:`BackendNotAvailable` when the backend cannot run here."""
         self._check_open()
         if self._pool is None:
             assert self._pool_lock is not None
             async with self._pool_lock:
                 if self._pool is None:
-                    backend = self._backend
-                    if backend is None:  # probing a backend runs programs (bwrap, the Docker API)
-                        backend = await anyio.to_thread.run_sync(settings.make_backend, self._backend_name)
-                    pool = SandboxPool(backend, self.config)
+                    pool = await self._make_pool()
                     assert self._tg is not None
                     await self._tg.start(self._hold, pool)
                     self._pool = pool
         return self._pool
 
+    async def _make_pool(self) -> SandboxPool | RemotePool:
+        if self._url is not None:
+            try:
+                from gem_sandbox.sandbox.remote import RemotePool
+            except ImportError as exc:
+                raise BackendNotAvailable(
+                    f"the remote runtime cannot be imported: {exc} (pip install 'gem-sandbox[service]')"
+                ) from exc
+            return RemotePool(self._url, self._token, self.config)
+        backend = self._backend
+        if backend is None:  # probing a backend runs programs (bwrap, the Docker API)
+            backend = await anyio.to_thread.run_sync(settings.make_backend, self._backend_name)
+        return SandboxPool(backend, self.config)
+
     @staticmethod
-    async def _hold(pool: SandboxPool, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def _hold(pool: SandboxPool | RemotePool, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         async with pool:
             task_status.started()
             await anyio.sleep_forever()
@@ -136,7 +170,8 @@ class Runtime:
     # -- what tools use ----------------------------------------------------------------
     @property
     def backend(self) -> str | None:
-        """The name of the backend the sandboxes run on, once the pool is open."""
+        """The name of the backend the sandboxes run on, once the pool is open (``"remote"``
+        on the pool service)."""
         return self._pool.backend.name if self._pool is not None else None
 
     async def run(
@@ -155,23 +190,25 @@ class Runtime:
         pool = await self.pool()
         return await pool.run(code, language, stdin=stdin, timeout=timeout, env=env, files=files, limits=limits)
 
-    async def acquire(self, timeout: float | None = None) -> Sandbox:
+    async def acquire(self, timeout: float | None = None) -> LeasedSandbox:
         """A sandbox for one tenant until :meth:`release` (see :meth:`SandboxPool.acquire`)."""
         return await (await self.pool()).acquire(timeout)
 
-    async def release(self, sandbox: Sandbox) -> None:
+    async def release(self, sandbox: LeasedSandbox) -> None:
         """Give a sandbox back; it is reset for the next tenant."""
         self._check_open()
         if self._pool is not None:
-            await self._pool.release(sandbox)
+            # Each pool takes back only what it leased and refuses the rest with a SandboxError.
+            await self._pool.release(sandbox)  # type: ignore[arg-type]
 
     @asynccontextmanager
-    async def lease(self, timeout: float | None = None) -> AsyncIterator[Sandbox]:
+    async def lease(self, timeout: float | None = None) -> AsyncIterator[LeasedSandbox]:
         async with (await self.pool()).lease(timeout) as sandbox:
             yield sandbox
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
-        """Wait until the pool's ``min_idle`` sandboxes are warm."""
+        """Wait until the pool's ``min_idle`` sandboxes are warm (on the service: until it can
+        serve)."""
         await (await self.pool()).wait_ready(timeout)
 
     def statistics(self) -> PoolStatistics:

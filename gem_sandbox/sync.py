@@ -26,8 +26,7 @@ import anyio
 import anyio.abc
 from anyio.from_thread import BlockingPortal
 
-from gem_sandbox.runtime import Runtime, RuntimeState
-from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.runtime import LeasedSandbox, Runtime, RuntimeState
 from gem_sandbox.sandbox.errors import SandboxError
 from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics
 from gem_sandbox.sandbox.result import ExecResult
@@ -176,7 +175,7 @@ def close_default_runtime() -> None:
 class SyncSandbox:
     """A leased sandbox with blocking methods mirroring :class:`Sandbox`."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: LeasedSandbox) -> None:
         self.sandbox = sandbox
 
     @property
@@ -200,7 +199,8 @@ class SyncSandbox:
 
 
 class SyncRuntime:
-    """A :class:`Runtime` for blocking code: ``with SyncRuntime("local", max_size=4) as rt:``.
+    """A :class:`Runtime` for blocking code: ``with SyncRuntime("local", max_size=4) as rt:``
+    (or ``SyncRuntime(url=..., token=...)`` on the pool service).
 
     The runtime lives on the bridge's loop; ``rt.run(...)`` blocks, and ``rt`` itself can be
     passed as ``runtime=`` to tools, wrappers and envs driven through their sync faces.

@@ -9,6 +9,8 @@ docs/configuration.md tabulates them. A bad value or an unknown name raises
 :class:`ConfigError` where it is set; a ``GEM_SANDBOX_*`` variable that names nothing is warned
 about. ``backend="auto"`` takes Docker when a daemon answers and the sandbox image is built,
 else the local bubblewrap sandbox. The unisolated ``process`` backend is only ever chosen by name.
+``GEM_SANDBOX_URL`` sends runtimes that are given no backend to a pool service instead
+(:func:`service_endpoint`, docs/service.md).
 """
 
 from __future__ import annotations
@@ -52,7 +54,11 @@ OTHER_VARIABLES = {
     "GEM_SANDBOX_TOKEN": "set by the agent in each run's environment to name its tenant (agent/tenants.py)",
     "GEM_SANDBOX_REQUIRE_DOCKER": "tests: 1 turns a skipped Docker test into a failure (tests/conftest.py, .ci/run)",
     "GEM_SANDBOX_TEST_HOST_SECRET": "tests: a host variable that must never reach a sandbox (test_docker_hardening.py)",
+    "GEM_SANDBOX_URL": "the pool service that runtimes given no backend use (runtime.py, docs/service.md)",
+    "GEM_SANDBOX_SERVICE_TOKEN": "the token sent to GEM_SANDBOX_URL's service (runtime.py, docs/service.md)",
 }
+URL_VARIABLE = ENV_PREFIX + "URL"
+SERVICE_TOKEN_VARIABLE = ENV_PREFIX + "SERVICE_TOKEN"
 
 #: The pool service's settings (``gem-sandbox serve``), read by gem_sandbox/service/config.py.
 SERVICE_PREFIX = ENV_PREFIX + "SERVE_"
@@ -114,6 +120,16 @@ def configure(backend: str | None = None, **options: Any) -> PoolConfig:
 
 def backend_name() -> str:
     return _backend_name or os.environ.get(BACKEND_VARIABLE, "auto")
+
+
+def service_endpoint() -> tuple[str, str | None] | None:
+    """The pool service (URL, token) that a runtime given no backend uses: ``GEM_SANDBOX_URL``
+    with ``GEM_SANDBOX_SERVICE_TOKEN`` (or a ``/t/<token>`` ending of the URL), unless
+    :func:`configure` named a backend, which is the later layer."""
+    url = os.environ.get(URL_VARIABLE)
+    if not url or _backend_name is not None:
+        return None
+    return url, os.environ.get(SERVICE_TOKEN_VARIABLE) or None
 
 
 def make_backend(name: str | None = None) -> Backend:

@@ -59,3 +59,28 @@ class AgentError(SandboxError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(f"{kind}: {message}")
         self.kind = kind
+
+
+class ServiceUnreachable(SandboxUnavailable):
+    """No answer from the pool service, after retries (connection refused or lost, no answer
+    in time); runs report this as infra_error."""
+
+
+class ServiceAuthError(BackendNotAvailable):
+    """The pool service refused the token (401): a setup to fix, not a run to mask, so tools
+    raise it as they raise :class:`BackendNotAvailable`."""
+
+
+class RemoteUnsupported(SandboxError, ValueError):
+    """The pool service's API cannot express this request (a run's ``cwd``, ``stdin`` that is
+    not UTF-8); do it another way, e.g. ``cd`` in a shell session."""
+
+
+class ServiceRequestError(SandboxError, ValueError):
+    """The pool service refused a request as malformed or out of bounds (4xx); ``status`` and
+    ``kind`` are its answer's, and the message says what to change."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(f"{status} {kind}: {message}")
+        self.status = status
+        self.kind = kind

@@ -23,9 +23,8 @@ from typing import Annotated, Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from gem_sandbox.runtime import Runtime
+from gem_sandbox.runtime import LeasedSandbox, Runtime
 from gem_sandbox.sandbox import transfer
-from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import FileTransferError, UnsafePath
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.result import ExecResult, Status
@@ -275,7 +274,7 @@ def _check_paths(paths: Iterable[str]) -> None:
             raise bad_request(f"file {path!r}: {exc}; use a path relative to the work dir") from None
 
 
-async def _fetch(sandbox: Sandbox, paths: Iterable[str]) -> dict[str, str]:
+async def _fetch(sandbox: LeasedSandbox, paths: Iterable[str]) -> dict[str, str]:
     """The files among ``paths`` that are there, as base64; one by one, so a missing one (or
     one the code made a link or a directory) is only left out."""
     fetched = {}
@@ -297,7 +296,7 @@ def _limits(runtime: Runtime, memory_mb: int) -> RunLimits | None:
     return dataclasses.replace(pool, run_memory_mb=capped)
 
 
-def _require_cpp(sandbox: Sandbox) -> None:
+def _require_cpp(sandbox: LeasedSandbox) -> None:
     languages = sandbox.hello.get("languages", [])
     if not {"bash", "cpp"} <= set(languages):
         have = ", ".join(languages)

@@ -18,8 +18,7 @@ from typing import Any
 
 import anyio
 
-from gem_sandbox.runtime import Runtime
-from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.runtime import LeasedSandbox, Runtime
 from gem_sandbox.service.access import Tenant
 from gem_sandbox.service.errors import Problem, not_found
 
@@ -30,7 +29,7 @@ REAP_INTERVAL = 1.0  # seconds between looks for expired leases
 class Lease:
     id: str
     tenant: Tenant
-    sandbox: Sandbox
+    sandbox: LeasedSandbox
     ttl: float
     deadline: float = field(default=0.0)
     busy: int = 0
@@ -48,6 +47,7 @@ class Lease:
             "backend": self.sandbox.backend,
             "languages": self.sandbox.hello.get("languages", []),
             "isolation": self.sandbox.hello.get("isolation"),
+            "alive": self.sandbox.alive,
             "ttl": self.ttl,
             "expires_in": round(max(0.0, self.deadline - time.monotonic()), 3) if not self.busy else self.ttl,
         }
@@ -93,7 +93,7 @@ class Leases:
         return [lease for lease in self._by_id.values() if lease.tenant is tenant]
 
     @asynccontextmanager
-    async def using(self, tenant: Tenant, lease_id: str) -> AsyncIterator[Sandbox]:
+    async def using(self, tenant: Tenant, lease_id: str) -> AsyncIterator[LeasedSandbox]:
         """The lease's sandbox for one request: not reaped meanwhile, renewed after."""
         lease = self.find(tenant, lease_id)
         lease.busy += 1

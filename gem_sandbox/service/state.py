@@ -10,8 +10,7 @@ from typing import TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from gem_sandbox.runtime import Runtime
-from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.runtime import LeasedSandbox, Runtime
 from gem_sandbox.sandbox.result import ExecResult
 from gem_sandbox.service.access import Access, Tenant
 from gem_sandbox.service.config import ServiceConfig
@@ -51,7 +50,7 @@ class Service:
         return web.json_response(result.to_json())
 
     @asynccontextmanager
-    async def sandbox(self, request: web.Request) -> AsyncIterator[Sandbox]:
+    async def sandbox(self, request: web.Request) -> AsyncIterator[LeasedSandbox]:
         """The sandbox of the lease the path names, if the request's tenant holds it."""
         async with self.leases.using(tenant_of(request), request.match_info["id"]) as sandbox:
             yield sandbox

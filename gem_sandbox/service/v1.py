@@ -99,6 +99,7 @@ class LeaseModel(BaseModel):
     backend: str
     languages: list[str]
     isolation: str | None
+    alive: bool = Field(description="false once the sandbox died: its runs answer infra_error; lease a new one")
     ttl: float
     expires_in: float
 
@@ -141,6 +142,7 @@ async def list_leases(request: web.Request) -> web.Response:
 
 async def get_lease(request: web.Request) -> web.Response:
     lease = Service.of(request).leases.find(tenant_of(request), request.match_info["id"])
+    lease.renew()  # a look is a request too: it keeps the lease
     return web.json_response(lease.describe())
 
 

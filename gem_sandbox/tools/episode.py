@@ -13,20 +13,19 @@ from typing import Any
 
 import anyio
 
-from gem_sandbox.runtime import Runtime
-from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.runtime import LeasedSandbox, Runtime
 
 
 class Episode:
     """At most one leased sandbox per runtime, until :meth:`release`."""
 
     def __init__(self) -> None:
-        self._leases: dict[Runtime, Sandbox] = {}
+        self._leases: dict[Runtime, LeasedSandbox] = {}
 
     def __len__(self) -> int:
         return len(self._leases)
 
-    async def sandbox(self, runtime: Runtime) -> Sandbox:
+    async def sandbox(self, runtime: Runtime) -> LeasedSandbox:
         """This episode's sandbox on ``runtime``. One that died is given back and a fresh one
         leased: the episode's state is lost either way, but later calls can succeed."""
         sandbox = self._leases.get(runtime)

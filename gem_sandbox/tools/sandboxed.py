@@ -12,8 +12,7 @@ import abc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gem_sandbox.runtime import Runtime
-from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.runtime import LeasedSandbox, Runtime
 from gem_sandbox.sandbox.errors import BackendNotAvailable, SandboxCrashed, SandboxUnavailable
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.sync import SyncRuntime, resolve_runtime
@@ -91,7 +90,7 @@ class SandboxTool(Tool):
 
 
 async def in_episode(
-    runtime: Runtime, episode: Episode | None, fn: Callable[[Sandbox], Awaitable[ExecResult]]
+    runtime: Runtime, episode: Episode | None, fn: Callable[[LeasedSandbox], Awaitable[ExecResult]]
 ) -> ExecResult:
     """``fn(sandbox)`` on ``episode``'s sandbox, leased on first use; without an episode (a tool
     called directly) on a sandbox leased for this one call."""
