@@ -44,7 +44,8 @@ async def _direct_rate(runtime: Runtime, callers: int, seconds: float) -> float:
     async def caller() -> None:
         nonlocal done
         while time.perf_counter() < deadline:
-            done += (await runtime.run(TRIVIAL)).ok
+            result = await runtime.run(TRIVIAL)  # awaited before ``done`` is read: no lost update
+            done += result.ok
 
     start = time.perf_counter()
     async with anyio.create_task_group() as tg:
@@ -77,7 +78,7 @@ def _load(url: str, path: str, serial: int, callers: int, seconds: float) -> tup
                 while time.perf_counter() < deadline:
                     async with session.post(path, json=body) as response:
                         await response.read()
-                        done += response.status == 200
+                    done += response.status == 200
 
             start = time.perf_counter()
             async with anyio.create_task_group() as tg:
@@ -107,8 +108,8 @@ async def bench_service() -> list[Row]:
         direct = await _direct_ms(runtime, SERIAL)
         direct_rate = await _direct_rate(runtime, CALLERS, SECONDS)
         async with running(config, runtime) as service:
-            fusion, fusion_rate = await anyio.to_thread.run_sync(_in_child, service.url, "/run_code")
             rest, rest_rate = await anyio.to_thread.run_sync(_in_child, service.url, "/v1/run")
+            fusion, fusion_rate = await anyio.to_thread.run_sync(_in_child, service.url, "/run_code")
     what = f"service: trivial /run_code, {CONTAINERS} containers"
     return [
         Row(f"{what}, p50", percentile(fusion, 50), percentile(direct, 50), "ms", BASELINE),
