@@ -138,7 +138,11 @@ async def test_a_close_retried_after_its_kill_failed_still_kills() -> None:
                 raise OSError("the backend hiccuped")
             await real_kill()
 
+        async def refused(*args: object, **kwargs: object) -> None:
+            raise AgentError("internal", "no shutdown")  # else the agent may exit by itself
+
         sb.box.kill = kill_failing_once  # type: ignore[method-assign]
+        sb._request = refused  # type: ignore[method-assign]
         with pytest.raises(OSError):
             await sb.close()
         assert box_processes(sb.id)  # the failed close left it running...
