@@ -37,6 +37,7 @@ class Limits:
                 memory = memory_ceiling_mb
             self.memory_mb = memory
             cpu = values["cpu_seconds"]
+            self.cpu_given = cpu is not None  # else the timeout's, and none without one
             self.cpu_seconds = int(cpu) if cpu is not None else int(math.ceil(timeout)) + 1
             self.max_output_bytes = max(0, int(values["max_output_bytes"]))
             self.file_size_mb = int(values["file_size_mb"])

@@ -48,6 +48,21 @@ class Capture:
         return bytes(self.head) + marker + bytes(self.tail)
 
 
+class Count(Capture):
+    """A stream's byte count alone, for output sent on as it comes (nothing is held, so
+    nothing is cut)."""
+
+    def __init__(self):
+        Capture.__init__(self, 0)
+
+    def add(self, data):
+        self.total += len(data)
+
+    @property
+    def truncated(self):
+        return False
+
+
 class PipeReader:
     """Reads a pipe whenever it is readable and hands each chunk to ``on_data``.
 
@@ -124,6 +139,12 @@ class PipeWriter:
             self.buffer.clear()  # the reader is gone
         self.loop.remove_writer(self.fd)
         if self.close_when_done:
+            self.close()
+
+    def finish(self):
+        """Close once what is buffered has been written (the reader then sees end of file)."""
+        self.close_when_done = True
+        if not self.buffer:
             self.close()
 
     def close(self):

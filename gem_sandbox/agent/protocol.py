@@ -7,7 +7,8 @@ One long-lived byte stream per sandbox carries frames both ways::
 
 A request header is ``{"id": <int > 0>, "op": <str>, ...arguments}``. The agent answers each
 request with exactly one response frame carrying the same ``id``, in any order (several
-requests may be in flight): ``{"id", "ok": true, ...}`` or
+requests may be in flight; a ``spawn`` also sends event frames, which carry an ``event`` key,
+before its response): ``{"id", "ok": true, ...}`` or
 ``{"id", "ok": false, "error": {"type": <str>, "message": <str>}}`` with a type from
 ``ERRORS``. On start the agent sends one unsolicited ``{"id": 0, "op": "hello", ...}`` frame
 when it is ready, with ``version``, ``pid``, ``python`` (its version), ``languages``,
@@ -30,6 +31,13 @@ Operations (arguments -> response fields; payloads in brackets):
 ``shell`` session, command, timeout, limits -> result (cwd and exports persist per
     ``session``)
 ``shell_close`` session -> ``{}``
+``spawn`` language, code, stdin_open, timeout (None: none), env, cwd, limits [stdin] ->
+    ``run``'s result once the program ended, its output no longer in it; before that,
+    frames with the request's ``id`` and an ``event``: ``{"event": "started", "pid"}``,
+    then ``{"event": "output", "fd": 1 or 2}`` [bytes] as the program writes them
+``process_input`` process (a ``spawn``'s request id), eof [bytes] -> ``{}`` (the bytes go
+    to its stdin, which ``eof`` closes; ``no_process`` once it ended)
+``process_signal`` process, signal -> ``{}`` (sent to the program's process group)
 ``write_files`` dest [tar] -> ``{"written": [paths]}``
 ``read_files`` paths -> ``{"missing": [paths]}`` [tar]
 ``reset`` -> ``{"killed": n}`` (then verified: no user process, empty work and tmp dirs)
@@ -59,6 +67,7 @@ ERRORS = (
     "unsafe_path",
     "file_error",
     "busy",
+    "no_process",
     "reset_failed",
     "internal",
 )

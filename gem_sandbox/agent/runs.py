@@ -1,10 +1,15 @@
-"""The ``run`` op: one program in a fresh child of its own tenant, watched until it ends.
+"""The ``run`` and ``spawn`` ops: one program in a fresh child of its own tenant, watched
+until it ends.
 
 A run ends when its main process has exited (output its leftovers still write is collected for
 up to ``LINGER`` seconds, so a forgotten background job cannot hold the run open until its
 deadline), when its deadline passes, or when it floods past the output ceiling. Then every
 process of its tenant is killed, so nothing it started outlives it, and its uid goes back to
 the pool.
+
+A spawned program is a run whose output is sent as it comes (:class:`Stream`) instead of
+captured, whose stdin stays open for ``process_input``, which ``process_signal`` can signal,
+and which may have no deadline. Its verdict comes from the same observations as a run's.
 """
 
 import asyncio
@@ -16,7 +21,7 @@ from . import children, files, results
 from .children import Child
 from .forked import exit_outcome
 from .limits import Limits
-from .pipes import Capture, PipeReader, PipeWriter
+from .pipes import Capture, Count, PipeReader, PipeWriter
 from .protocol import Refused, text_bytes
 from .zygote import ForkFailed
 
@@ -53,8 +58,26 @@ class Runner:
         self.stopped = False
         self.runs_total = 0
         self.generation = 0  # bumped by a reset: runs it killed report "killed"
+        self.processes = {}  # spawn request id -> its Stream, while the program runs
 
     async def run(self, header, stdin):
+        return await self._run(header, stdin, None)
+
+    async def spawn(self, header, stdin, emit):
+        """``run``, streamed through ``emit(fields, payload)`` (see :class:`Stream`)."""
+        if header.get("shared"):
+            raise Refused("bad_request", "a spawned program cannot be shared")
+        stream = Stream(self.processes, self.tenants, header["id"], emit, header.get("stdin_open"))
+        return await self._run(header, stdin, stream)
+
+    def process(self, header):
+        """The spawned program a ``process_input`` or ``process_signal`` names."""
+        stream = self.processes.get(header.get("process"))
+        if stream is None:
+            raise Refused("no_process", "no running process %r" % header.get("process"))
+        return stream
+
+    async def _run(self, header, stdin, stream):
         language = header.get("language", "python")
         if language not in self.languages:
             raise Refused(
@@ -64,8 +87,8 @@ class Runner:
         code = header.get("code")
         if not isinstance(code, str):
             raise Refused("bad_request", "code must be a string")
-        timeout = timeout_of(header)
-        limits = Limits(header.get("limits"), timeout, self.config.memory_mb, self.config.nproc)
+        timeout = None if stream and header.get("timeout") is None else timeout_of(header)
+        limits = Limits(header.get("limits"), timeout or 0, self.config.memory_mb, self.config.nproc)
         shared = bool(header.get("shared"))
         if shared and (header.get("cwd") or not self.tenants.uid_mode):
             raise Refused("bad_request", "a shared run needs uid mode and takes no cwd")
@@ -87,7 +110,7 @@ class Runner:
             orders["cwd"] = cwd
             self.runs_total += 1
             given = stdin if header.get("stdin") else None
-            fields, payload, gone = await self._watch(orders, tenant, limits, given, timeout)
+            fields, payload, gone = await self._watch(orders, tenant, limits, given, timeout, stream)
             return fields, payload
         finally:
             if gone is None:
@@ -153,20 +176,26 @@ class Runner:
             "argv": [binary],
         }
 
-    async def _watch(self, orders, tenant, limits, stdin, timeout):
-        """Start the child and watch it until it ends. The verdict comes from what the
-        kernel and the agent observe: the main process's wait status and rusage, the
-        agent's own deadline, output ceiling and reset, the cgroup's OOM-kill count; never
-        from anything the run writes."""
+    async def _watch(self, orders, tenant, limits, stdin, timeout, stream):
+        """Start the child and watch it until it ends (``timeout`` None: no deadline). The
+        verdict comes from what the kernel and the agent observe: the main process's wait
+        status and rusage, the agent's own deadline, output ceiling and reset, the cgroup's
+        OOM-kill count; never from anything the run writes. A ``stream``'s output goes out
+        as it comes, so only its byte counts are kept and no ceiling applies."""
         loop = self.loop
         generation = self.generation
-        out, err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
+        if stream:
+            out, err = Count(), Count()
+        else:
+            out, err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
         flood = asyncio.Event()
 
-        def sink(capture):
+        def sink(capture, fd):
             def on_data(data):
                 capture.add(data)
-                if capture.total > limits.output_ceiling:
+                if stream:
+                    stream.output(fd, data)
+                elif capture.total > limits.output_ceiling:
                     flood.set()
 
             return on_data
@@ -183,21 +212,27 @@ class Runner:
         child = prepared.child
         tenant.leaders.add(child.pid)
         readers = [
-            PipeReader(loop, prepared.stdout, sink(out)),
-            PipeReader(loop, prepared.stderr, sink(err)),
+            PipeReader(loop, prepared.stdout, sink(out, 1)),
+            PipeReader(loop, prepared.stderr, sink(err, 2)),
         ]
         ooms_before = self.oom.count()
         started = loop.time()
-        child.start(rlimits=limits.rlimits(), uid=tenant.uid, gid=tenant.gid, **orders)
-        PipeWriter(loop, prepared.stdin, close_when_done=True).write(stdin or b"")
+        cpu_limited = timeout is not None or limits.cpu_given
+        child.start(rlimits=limits.rlimits(cpu=cpu_limited), uid=tenant.uid, gid=tenant.gid, **orders)
+        writer = PipeWriter(loop, prepared.stdin)
+        writer.write(stdin or b"")
+        if stream:
+            stream.started(child.pid, tenant, writer)
+        else:
+            writer.finish()
         try:
             flooded = loop.create_task(flood.wait())
             done, _ = await asyncio.wait(
                 [child.exited, flooded], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
             if done and not flood.is_set():
-                linger = min(LINGER, max(0.0, started + timeout - loop.time()))
-                await asyncio.wait([r.eof for r in readers], timeout=linger)
+                left = LINGER if timeout is None else started + timeout - loop.time()
+                await asyncio.wait([r.eof for r in readers], timeout=min(LINGER, max(0.0, left)))
             flooded.cancel()
             duration_ms = (loop.time() - started) * 1000
             gone = await self.tenants.kill(tenant)
@@ -205,6 +240,9 @@ class Runner:
         finally:
             for reader in readers:
                 reader.close()
+            writer.close()
+            if stream:
+                stream.ended()
         if child.exited.done():
             status_word, usage = child.exited.result()
             code, sig = exit_outcome(status_word)
@@ -220,12 +258,49 @@ class Runner:
             oom_killed=self.oom.count() > ooms_before,
             truncated=out.truncated or err.truncated,
         )
-        if sig in (signal.SIGXCPU, signal.SIGKILL) and cpu_ms >= limits.cpu_seconds * 1000 - 50:
+        if cpu_limited and sig in (signal.SIGXCPU, signal.SIGKILL) and cpu_ms >= limits.cpu_seconds * 1000 - 50:
             # The kernel's RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL a second later if
             # that was caught. A signal the run sent itself before using its CPU is "killed".
             status = "timeout"
         fields, payload = results.result(status, code, sig, out, err, duration_ms, cpu_ms)
         return fields, payload, gone
+
+
+class Stream:
+    """A spawned program's side of the ``spawn`` op: its events, sent with the request's id
+    through ``emit``, and its stdin, which ``process_input`` writes while it runs. It is in
+    ``registry`` (the runner's ``processes``) from its start to its end."""
+
+    def __init__(self, registry, tenants, request_id, emit, stdin_open):
+        self.registry = registry
+        self.tenants = tenants
+        self.id = request_id
+        self.emit = emit
+        self.stdin_open = bool(stdin_open)
+        self.pid = self.tenant = self.stdin = None
+
+    def started(self, pid, tenant, stdin):
+        self.pid, self.tenant, self.stdin = pid, tenant, stdin
+        if not self.stdin_open:
+            stdin.finish()
+        self.registry[self.id] = self
+        self.emit({"id": self.id, "event": "started", "pid": pid})
+
+    def output(self, fd, data):
+        self.emit({"id": self.id, "event": "output", "fd": fd}, data)
+
+    def write(self, data, eof):
+        if self.stdin is not None:
+            self.stdin.write(data)
+            if eof:
+                self.stdin.finish()
+
+    async def signal(self, signum):
+        """Signal the program's process group (it leads a session of its own)."""
+        await self.tenants.signal_group(self.tenant, self.pid, signum)
+
+    def ended(self):
+        self.registry.pop(self.id, None)
 
 
 class _Prepared:

@@ -29,7 +29,7 @@ from .zygote import DirectForker
 
 log = logging.getLogger(__name__)
 
-FEATURES = ["run", "kernel", "shell", "files", "reset", "stats"]
+FEATURES = ["run", "kernel", "shell", "files", "reset", "stats", "spawn"]
 FLUSH_PATIENCE = 2.0  # seconds to get the last responses out at shutdown
 TRIM_SLACK_KB = 4096  # growth over the idle size that a reset gives back to the kernel
 
@@ -64,6 +64,9 @@ class Agent:
         self.ops = {
             "ping": self.ping,
             "run": self.run,
+            "spawn": self.spawn,
+            "process_input": self.process_input,
+            "process_signal": self.process_signal,
             "kernel_exec": self.kernel_exec,
             "kernel_restart": self.kernel_restart,
             "shell": self.shell,
@@ -124,6 +127,20 @@ class Agent:
             if fields["clean"]:
                 self._trim()
         return fields, out
+
+    async def spawn(self, header, payload):
+        return await self.runner.spawn(header, payload, self.send)
+
+    async def process_input(self, header, payload):
+        self.runner.process(header).write(payload, bool(header.get("eof")))
+        return {}, b""
+
+    async def process_signal(self, header, payload):
+        signum = header.get("signal")
+        if signum not in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL, signal.SIGHUP):
+            raise Refused("bad_request", "signal must be SIGINT, SIGTERM, SIGKILL or SIGHUP's number")
+        await self.runner.process(header).signal(signum)
+        return {}, b""
 
     async def kernel_exec(self, header, payload):
         return await self.kernels.execute(

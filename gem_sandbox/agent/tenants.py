@@ -293,6 +293,21 @@ class Tenants:
         process table in the kernel, so processes forked meanwhile are caught too."""
         await self._as_uid(uid, lambda: os.kill(-1, signal.SIGKILL))
 
+    async def signal_group(self, tenant, pgid, signum):
+        """Send ``signum`` to process group ``pgid`` of ``tenant``: as its uid in uid mode,
+        where the agent has no capability to signal another uid's processes."""
+
+        def send():
+            try:
+                os.killpg(pgid, signum)
+            except OSError:
+                pass  # it ended already; what it left dies with its tenant
+
+        if self.uid_mode:
+            await self._as_uid(tenant.uid, send)
+        else:
+            send()
+
     async def remove_ipc(self, uids):
         """Remove the System V IPC objects that ``uids`` created (token mode: all of them,
         every run having the agent's uid); True when none is left."""

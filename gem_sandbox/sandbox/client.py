@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,6 +31,7 @@ from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
 from gem_sandbox.sandbox.errors import (
     AgentError,
     FileTransferError,
+    ProcessEnded,
     ProtocolError,
     SandboxCrashed,
     SandboxError,
@@ -48,6 +51,7 @@ _ERRORS: dict[str, type[Exception]] = {
     "unsafe_path": UnsafePath,
     "file_error": FileTransferError,
     "reset_failed": SandboxCrashed,
+    "no_process": ProcessEnded,
 }
 
 
@@ -116,6 +120,7 @@ class Sandbox:
         self._frames = FrameStream(box.stream)
         self._ids = itertools.count(1)
         self._pending: dict[int, _Reply] = {}
+        self._processes: dict[int, Process] = {}  # spawn request id -> its program, while it runs
         self._reader: anyio.CancelScope | None = None  # the reader loop's, cancelled at death
 
     def __repr__(self) -> str:
@@ -142,6 +147,8 @@ class Sandbox:
                 reply.failure = death
                 reply.done.set()
             self._pending.clear()
+            for process in self._processes.values():
+                process._ended()
             if self.on_death is not None:
                 self.on_death(self)
         return True
@@ -183,10 +190,17 @@ class Sandbox:
         try:
             with anyio.CancelScope() as self._reader:
                 while (frame := await self._frames.receive()) is not None:
+                    if "event" in frame[0]:  # a spawned program's, before its response
+                        process = self._processes.get(frame[0]["id"])
+                        if process is not None:
+                            process._event(*frame)
+                        continue
                     reply = self._pending.pop(frame[0]["id"], None)
                     if reply is not None:
                         reply.header, reply.payload = frame
                         reply.done.set()
+                    if (process := self._processes.get(frame[0]["id"])) is not None:
+                        process._ended()
                 reason = "the agent's stream ended"
         except SandboxCrashed as exc:
             reason = str(exc)
@@ -205,24 +219,48 @@ class Sandbox:
     ) -> tuple[dict[str, Any], bytes]:
         """Send one request and wait up to ``wait`` seconds for its response. A refusal
         raises its typed error, unless its type is in ``accept`` (then it is returned)."""
+        request_id, frame = self._frame(header, payload)
+        return await self._exchange_frame(request_id, frame, header["op"], wait=wait, accept=accept)
+
+    def _frame(self, header: dict[str, Any], payload: bytes) -> tuple[int, bytes]:
         if self.state is not SandboxState.ALIVE:
             raise SandboxCrashed(f"sandbox {self.id} is not usable: {self.death or 'not started'}")
         request_id = next(self._ids)
         try:
-            frame = protocol.encode(dict(header, id=request_id), payload)
+            return request_id, protocol.encode(dict(header, id=request_id), payload)
         except protocol.FrameError as exc:
             raise FileTransferError(f"request too large: {exc}") from None
+
+    async def _exchange_frame(
+        self, request_id: int, frame: bytes, op: str, *, wait: float, accept: Collection[str] = ()
+    ) -> tuple[dict[str, Any], bytes]:
+        """Send a request's ``frame`` and wait up to ``wait`` seconds for its response."""
+        reply = await self._send(request_id, frame, op, wait)
+        return await self._answer(request_id, reply, op, wait=wait, accept=accept)
+
+    async def _send(self, request_id: int, frame: bytes, op: str, wait: float) -> _Reply:
+        """Send a request's ``frame`` (within ``wait`` seconds); the reply it will get."""
         reply = self._pending[request_id] = _Reply()
         try:
+            if not await self._frames.send(frame, timeout=wait):
+                self._die(f"sending {op} to the agent took over {wait:.1f}s")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            self._die(f"sending to the agent failed: {exc!r}")
+        except BaseException:
+            self._pending.pop(request_id, None)
+            raise
+        return reply
+
+    async def _answer(
+        self, request_id: int, reply: _Reply, op: str, *, wait: float, accept: Collection[str] = ()
+    ) -> tuple[dict[str, Any], bytes]:
+        """The response to a sent request, within ``wait`` seconds (past them the agent is
+        declared dead). A refusal raises its typed error, unless its type is in ``accept``."""
+        try:
             with anyio.move_on_after(wait):
-                try:
-                    if not await self._frames.send(frame, timeout=wait):
-                        self._die(f"sending {header['op']} to the agent took over {wait:.1f}s")
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-                    self._die(f"sending to the agent failed: {exc!r}")
                 await reply.done.wait()
             if not reply.done.is_set():
-                self._die(f"the agent did not answer {header['op']} within {wait:.1f}s")
+                self._die(f"the agent did not answer {op} within {wait:.1f}s")
         finally:
             self._pending.pop(request_id, None)
         if reply.failure is not None:
@@ -326,6 +364,43 @@ class Sandbox:
         }
         return header, data
 
+    async def spawn(
+        self,
+        code: str,
+        language: str = "bash",
+        *,
+        stdin: str | bytes | None = None,
+        stdin_open: bool = False,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        limits: RunLimits | None = None,
+    ) -> Process:
+        """Start ``code`` as :meth:`run` would and return once it started: its output comes
+        as it is written (:meth:`Process.output`), ``stdin_open`` keeps its stdin open for
+        :meth:`Process.write`, and ``timeout`` None lets it run until it ends, is signalled
+        or the sandbox is reset. Its verdict (:meth:`Process.wait`) comes as a run's does.
+        A program that could not start at all is already ended when this returns."""
+        header, data = self._run_request(code, language, stdin, None, env, None, limits)
+        header = dict(header, op="spawn", timeout=timeout, stdin_open=stdin_open)
+        request_id, frame = self._frame(header, data)
+        process = self._processes[request_id] = Process(self, request_id, timeout)
+        try:
+            process.reply = await self._send(request_id, frame, "spawn", CONTROL_TIMEOUT)
+            with anyio.fail_after(CONTROL_TIMEOUT + self.grace):
+                await process.started.wait()
+        except TimeoutError:
+            self._die(f"the agent did not start a spawned program within {CONTROL_TIMEOUT:.0f}s")
+        except BaseException:
+            self._processes.pop(request_id, None)
+            raise
+        if not process.pid and process.reply.done.is_set() and process.reply.failure is None:
+            response = process.reply.header  # refused before it started: the caller's mistake
+            error = response.get("error") or {}
+            if not response.get("ok") and error.get("type") not in INFRA_REFUSALS:
+                self._processes.pop(request_id, None)
+                await self._answer(request_id, process.reply, "spawn", wait=0)
+        return process
+
     async def shell(
         self, command: str, *, session: str = "default", timeout: float | None = None
     ) -> ExecResult:
@@ -411,6 +486,80 @@ class Sandbox:
                 self._die("closed")
                 await self.box.kill()
                 self._become(SandboxState.CLOSED)
+
+
+class Process:
+    """A program started by :meth:`Sandbox.spawn`. Its output arrives while it runs; its
+    result, an :class:`ExecResult` whose ``stdout`` and ``stderr`` are empty (they were
+    streamed) but whose byte counts are kept, comes from :meth:`wait`."""
+
+    def __init__(self, sandbox: Sandbox, request_id: int, timeout: float | None) -> None:
+        self.sandbox = sandbox
+        self.id = request_id
+        self.timeout = timeout
+        self.pid: int | None = None  # the program's pid inside the sandbox, once it started
+        self.started = anyio.Event()  # it started, or it ended without starting
+        self.reply = _Reply()
+        self._chunks: deque[tuple[int, bytes]] = deque()  # output not yet read, unbounded:
+        self._wake = anyio.Event()  # the reader must never wait for a slow consumer
+
+    def _event(self, header: dict[str, Any], payload: bytes) -> None:
+        """An event frame of this program, from the sandbox's reader."""
+        if header["event"] == "started":
+            self.pid = header.get("pid")
+            self.started.set()
+        elif header["event"] == "output":
+            self._chunks.append((header.get("fd", 1), payload))
+            self._wake.set()
+
+    def _ended(self) -> None:
+        """Its response came, or the sandbox died: nothing more will arrive."""
+        self.started.set()
+        self._wake.set()
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None and not self.reply.done.is_set()
+
+    async def output(self) -> AsyncIterator[tuple[int, bytes]]:
+        """``(fd, bytes)`` chunks as the program writes them (fd 1 stdout, 2 stderr),
+        until it ended and everything it wrote was read."""
+        while True:
+            if self._chunks:
+                yield self._chunks.popleft()
+            elif self.reply.done.is_set():
+                return
+            else:
+                self._wake = anyio.Event()
+                await self._wake.wait()
+
+    async def write(self, data: str | bytes, *, eof: bool = False) -> None:
+        """Send ``data`` to the program's stdin (``eof`` closes it after). Raises
+        :class:`ProcessEnded` when it ended already."""
+        payload = protocol.text_bytes(data) if isinstance(data, str) else data
+        await self._control({"op": "process_input", "process": self.id, "eof": eof}, payload)
+
+    async def close_stdin(self) -> None:
+        await self.write(b"", eof=True)
+
+    async def signal(self, signum: int) -> None:
+        """Signal the program's process group (SIGINT, SIGTERM, SIGKILL or SIGHUP)."""
+        await self._control({"op": "process_signal", "process": self.id, "signal": int(signum)})
+
+    async def wait(self) -> ExecResult:
+        """Its result, once it ended; ``infra_error`` if the sandbox died first."""
+        wait = math.inf if self.timeout is None else self.timeout + self.sandbox.grace
+        started = time.perf_counter()
+        try:
+            response, _ = await self.sandbox._answer(self.id, self.reply, "spawn", wait=wait, accept=INFRA_REFUSALS)
+        except SandboxCrashed as exc:
+            return ExecResult.infra_error(str(exc), _ms_since(started))
+        finally:
+            self.sandbox._processes.pop(self.id, None)
+        return ExecResult.from_wire(response, b"", waited_ms=_ms_since(started))
+
+    async def _control(self, header: dict[str, Any], payload: bytes = b"") -> None:
+        await self.sandbox._request(header, payload, wait=CONTROL_TIMEOUT)
 
 
 def _ms_since(started: float) -> float:

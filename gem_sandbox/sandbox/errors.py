@@ -41,6 +41,10 @@ class ProtocolError(SandboxCrashed):
     """The agent sent something that is not a valid frame; the connection is unusable."""
 
 
+class ProcessEnded(SandboxError):
+    """A spawned program was written to or signalled after it ended."""
+
+
 class UnsupportedLanguage(SandboxError, ValueError):
     """The requested language has no runtime in this sandbox."""
 
