@@ -52,6 +52,11 @@ def parse_args(argv=None):
         type=int,
         help="speak the protocol on this inherited socket instead of stdin and stdout",
     )
+    add(
+        "--base64",
+        action="store_true",
+        help="carry the stream as lines of base64, for transports that pass only text",
+    )
     add("--log-fd", type=int, help="log to this inherited descriptor instead of stderr")
     add("--log-level", default="warning", help="stderr log level (warning)")
     config = parser.parse_args(argv)

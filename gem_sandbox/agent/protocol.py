@@ -54,6 +54,7 @@ signal N), ``signal``, ``stdout_bytes``, ``stderr_bytes`` (bytes written, before
 ``cpu_ms``.
 """
 
+import binascii
 import json
 import struct
 
@@ -129,3 +130,27 @@ def decode_body(body):
     if not isinstance(header, dict) or not isinstance(header.get("id"), int):
         raise FrameError("header must be an object with an integer id")
     return header, bytes(body[4 + head_len :])
+
+
+class Base64Lines:
+    """The byte stream as text, for transports that carry only text (an e2b process's
+    stdin and stdout): each chunk written is one line of base64. ``decode`` takes what
+    arrived and returns the bytes of the lines it completed."""
+
+    def __init__(self):
+        self.partial = bytearray()
+
+    @staticmethod
+    def encode(data):
+        return binascii.b2a_base64(data, newline=True)
+
+    def decode(self, text):
+        self.partial += text
+        end = self.partial.rfind(b"\n")
+        if end < 0:
+            return b""
+        lines, self.partial = self.partial[:end], self.partial[end + 1 :]
+        try:
+            return b"".join(binascii.a2b_base64(line) for line in lines.split(b"\n") if line.strip())
+        except binascii.Error as exc:
+            raise FrameError("a line of the base64 stream is not base64: %s" % exc) from None

@@ -239,6 +239,7 @@ async def serve(config, zygote=None):
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # not KeyboardInterrupt: the host stops it
     proto_in, proto_out = _claim_stdio(config.stream_fd)
     writer = PipeWriter(loop, proto_out)
+    text = protocol.Base64Lines() if config.base64 else None
 
     def send(header, payload=b""):
         try:
@@ -246,15 +247,15 @@ async def serve(config, zygote=None):
         except protocol.FrameError as exc:
             error = {"type": "file_error", "message": "the response is too large: %s" % exc}
             frame = protocol.encode({"id": header["id"], "ok": False, "error": error})
-        writer.write(frame)
+        writer.write(text.encode(frame) if text else frame)
 
     agent = Agent(config, loop, send, zygote)
     tasks = set()
     buffer = bytearray()
 
     def on_data(data):
-        buffer.extend(data)
         try:
+            buffer.extend(text.decode(data) if text else data)
             while len(buffer) >= 4:
                 end = 4 + protocol.frame_length(bytes(buffer[:4]))
                 if len(buffer) < end:
