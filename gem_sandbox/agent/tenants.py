@@ -293,20 +293,26 @@ class Tenants:
         process table in the kernel, so processes forked meanwhile are caught too."""
         await self._as_uid(uid, lambda: os.kill(-1, signal.SIGKILL))
 
-    async def signal_group(self, tenant, pgid, signum):
-        """Send ``signum`` to process group ``pgid`` of ``tenant``: as its uid in uid mode,
-        where the agent has no capability to signal another uid's processes."""
+    async def signal_group(self, tenant, pid, signum):
+        """Send ``signum`` to the process group ``tenant``'s process ``pid`` leads. The agent
+        may signal it while it is still the agent's (a child not yet switched to its uid);
+        after that, in uid mode, only a helper that became the tenant's uid may."""
+        try:
+            _signal_group(pid, signum)
+            return
+        except ProcessLookupError:
+            return  # it ended already; what it left dies with its tenant
+        except PermissionError:
+            pass
 
         def send():
             try:
-                os.killpg(pgid, signum)
+                _signal_group(pid, signum)
             except OSError:
-                pass  # it ended already; what it left dies with its tenant
+                pass
 
         if self.uid_mode:
             await self._as_uid(tenant.uid, send)
-        else:
-            send()
 
     async def remove_ipc(self, uids):
         """Remove the System V IPC objects that ``uids`` created (token mode: all of them,
@@ -334,6 +340,15 @@ class Tenants:
             finally:
                 os._exit(0)
         await self.reaper.watch(pid)
+
+
+def _signal_group(pid, signum):
+    """Signal the group ``pid`` leads, or ``pid`` alone while it has not made its session
+    yet (a child just forked: nothing of it runs but itself)."""
+    try:
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        os.kill(pid, signum)
 
 
 def _sigkill(pid):

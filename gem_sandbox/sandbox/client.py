@@ -524,14 +524,19 @@ class Process:
     async def output(self) -> AsyncIterator[tuple[int, bytes]]:
         """``(fd, bytes)`` chunks as the program writes them (fd 1 stdout, 2 stderr),
         until it ended and everything it wrote was read."""
+        while (chunk := await self.next_output()) is not None:
+            yield chunk
+
+    async def next_output(self) -> tuple[int, bytes] | None:
+        """The next ``(fd, bytes)`` chunk, or None once it ended and everything was read.
+        Cancelling it loses nothing (a caller may wait for output with a timeout)."""
         while True:
             if self._chunks:
-                yield self._chunks.popleft()
-            elif self.reply.done.is_set():
-                return
-            else:
-                self._wake = anyio.Event()
-                await self._wake.wait()
+                return self._chunks.popleft()
+            if self.reply.done.is_set():
+                return None
+            self._wake = anyio.Event()
+            await self._wake.wait()
 
     async def write(self, data: str | bytes, *, eof: bool = False) -> None:
         """Send ``data`` to the program's stdin (``eof`` closes it after). Raises
