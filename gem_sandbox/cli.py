@@ -90,7 +90,7 @@ def _serve(args: argparse.Namespace) -> int:
     from gem_sandbox import service
 
     pool = dict(_pair(text, "--pool") for text in args.pool)
-    overrides = {"host": args.host, "port": args.port, "backend": args.backend}
+    overrides = {"host": args.host, "port": args.port, "backend": args.backend, "e2b_compatible": args.e2b_compatible}
     config = service.load(args.config, overrides=overrides, pool_overrides=pool, token_overrides=args.token)
     anyio.run(service.serve, config)
     return 0
@@ -161,6 +161,9 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--backend", choices=BACKEND_CHOICES, help="the pool's backend (default: auto)")
     serve.add_argument("--token", action="append", default=[], metavar="NAME=SECRET", help="a client's token; repeat for more")
     serve.add_argument("--pool", action="append", default=[], metavar="NAME=VALUE", help="a pool option, e.g. max_size=16; repeat")
+    serve.add_argument(
+        "--e2b-compatible", action="store_true", default=None, help="also serve the e2b SDK's API (see docs/service.md)"
+    )
     serve.set_defaults(func=_serve)
 
     from gem_sandbox.search.cli import add_search_commands

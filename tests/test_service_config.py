@@ -71,6 +71,19 @@ def test_bad_settings_fail_at_load_naming_the_setting(kwargs: dict, message: str
         load(environ=kwargs.pop("environ", {}), **kwargs)
 
 
+@pytest.mark.parametrize(("raw", "value"), [("1", True), ("Yes", True), (" true ", True), ("0", False), ("no", False), ("FALSE", False)])
+def test_a_bool_variable_takes_the_usual_words(raw: str, value: bool) -> None:
+    assert load(environ={"GEM_SANDBOX_SERVE_E2B_COMPATIBLE": raw}).e2b_compatible is value
+
+
+def test_a_bool_setting_takes_only_true_or_false() -> None:
+    with pytest.raises(ConfigError, match="GEM_SANDBOX_SERVE_E2B_COMPATIBLE must be a bool, got 'maybe'"):
+        load(environ={"GEM_SANDBOX_SERVE_E2B_COMPATIBLE": "maybe"})
+    with pytest.raises(ConfigError, match="e2b_compatible must be a bool, got 1"):
+        ServiceConfig(e2b_compatible=1)  # type: ignore[arg-type]
+    assert load(environ={}, overrides={"e2b_compatible": True}).e2b_compatible is True
+
+
 def test_a_token_table_without_a_secret_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text("[tokens.x]\nrate = 1.0\n")

@@ -15,6 +15,8 @@ from typing import Any
 from gem_sandbox.sandbox.errors import ConfigError
 
 _KEY = "setting"
+_TRUE = frozenset({"1", "true", "yes"})
+_FALSE = frozenset({"0", "false", "no"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +32,22 @@ class Setting:
     def accepts(self, value: Any) -> bool:
         if value is None:
             return self.optional
+        if self.kind is bool:
+            return isinstance(value, bool)
         kinds = (int, float) if self.kind is float else (self.kind,)
         if isinstance(value, bool) or not isinstance(value, kinds):
             return False
         return (self.at_least is None or value >= self.at_least) and (self.above is None or value > self.above)
+
+    def parse(self, raw: str) -> Any:
+        """The value a variable's text stands for; ValueError if it stands for none (a bool
+        is one of ``1 true yes`` or ``0 false no``, as ``bool("false")`` would not say)."""
+        if self.kind is not bool:
+            return self.kind(raw)
+        word = raw.strip().lower()
+        if word not in _TRUE | _FALSE:
+            raise ValueError(raw)
+        return word in _TRUE
 
     @property
     def type_name(self) -> str:

@@ -4,7 +4,9 @@ Each request goes through :func:`observe` (metrics, and every error rendered as 
 nothing a client sends ends as a traceback or a dropped connection), then :func:`guard`
 (token, quotas, the body within its deadline and size, idempotency), then its handler.
 :data:`ROUTES` is the one table of routes: the app registers it (each private route also
-under ``/t/{token}``) and :mod:`.openapi` documents it.
+under ``/t/{token}``) and :mod:`.openapi` documents it. With ``e2b_compatible`` the app also
+mounts :data:`.e2b.ROUTES`, which pass the same middleware but authenticate as e2b does and
+answer errors in e2b's shapes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from aiohttp.abc import AbstractAccessLogger
 from pydantic import BaseModel
 
 from gem_sandbox.sandbox.errors import SandboxError
-from gem_sandbox.service import fusion, openapi, v1
+from gem_sandbox.service import e2b, fusion, openapi, v1
 from gem_sandbox.service.errors import Problem, problem_for
 from gem_sandbox.service.metrics import CONTENT_TYPE
 from gem_sandbox.service.replays import KEY_HEADER, Answer
@@ -112,6 +114,7 @@ ROUTES: tuple[Route, ...] = (
     ),
 )
 _PUBLIC = frozenset(route.handler for route in ROUTES if route.public)
+_E2B = {endpoint.handler: endpoint for endpoint in e2b.ROUTES}
 
 
 # -- middleware ----------------------------------------------------------------------------
@@ -125,7 +128,7 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         response = await handler(request)
     except Exception as exc:  # noqa: BLE001 - every failure becomes an answer
-        response = render(as_problem(exc))
+        response = _renderer(request)(as_problem(exc))
     resource = request.match_info.route.resource
     route = _TOKEN_IN_PATH.sub("", resource.canonical) if resource is not None else "unmatched"
     service.metrics.requests.labels(request.method, route, str(response.status)).inc()
@@ -143,7 +146,11 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     service = Service.of(request)
     if service.draining:
         raise Problem(503, "unavailable", "the service is shutting down; retry on another instance", retry_after=5)
-    tenant = service.access.authenticate(request.headers.get("Authorization"), request.match_info.get("token"))
+    endpoint = _E2B.get(request.match_info.route.handler)
+    if endpoint is not None:
+        tenant = endpoint.tenant(request, service)
+    else:
+        tenant = service.access.authenticate(request.headers.get("Authorization"), request.match_info.get("token"))
     request[TENANT] = tenant
     with tenant.admitted():
         body = await _body(request, service)
@@ -156,7 +163,7 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
             try:
                 response = await handler(request)
             except Exception as exc:  # noqa: BLE001 - a kept answer may be an error too
-                response = render(as_problem(exc))
+                response = _renderer(request)(as_problem(exc))
             assert isinstance(response, web.Response)
             headers = tuple((k, v) for k, v in response.headers.items() if k == "Retry-After")
             return Answer(response.status, bytes(response.body or b""), response.content_type, headers)
@@ -202,6 +209,12 @@ def render(problem: Problem) -> web.Response:
     return web.json_response(problem.body(), status=problem.status, headers=problem.headers())
 
 
+def _renderer(request: web.Request) -> Callable[[Problem], web.Response]:
+    """How the request's route answers errors: e2b's routes in e2b's shapes."""
+    endpoint = _E2B.get(request.match_info.route.handler)
+    return render if endpoint is None else endpoint.render
+
+
 def _error_type(response: web.Response) -> str:
     try:
         return str(json.loads(bytes(response.body or b""))["error"]["type"])
@@ -240,5 +253,8 @@ def make_app(service: Service) -> web.Application:
         app.router.add_route(route.method, route.path, route.handler)
         if not route.public:
             app.router.add_route(route.method, "/t/{token}" + route.path, route.handler)
+    if service.config.e2b_compatible:
+        for endpoint in e2b.ROUTES:
+            app.router.add_route(endpoint.method, endpoint.path, endpoint.handler)
     return app
 

@@ -62,6 +62,7 @@ class ServiceConfig:
     shutdown_timeout: float = setting(30.0, kind=float, above=0, doc="seconds requests in flight get to finish at shutdown")
     idempotency_ttl: float = setting(600.0, kind=float, above=0, doc="seconds an answer is kept for retries with its Idempotency-Key")
     idempotency_bytes: int = setting(64 * MIB, kind=int, at_least=0, doc="bytes of answers kept for retries; the oldest go first")
+    e2b_compatible: bool = setting(False, kind=bool, doc="also serve the e2b SDK's API (docs/service.md, e2b-compatible endpoint)")
     pool: dict[str, Any] = setting(kind=dict, factory=dict, doc="the pool's options (docs/configuration.md), over GEM_SANDBOX_* variables")
     tokens: tuple[TokenPolicy, ...] = setting(kind=tuple, factory=tuple, doc="the clients; none = open to all, on loopback only")
 
@@ -165,6 +166,6 @@ def _parse(name: str, raw: str, variable: str) -> Any:
         raise ConfigError(f"{variable} names no service setting; valid: {', '.join(_SCALARS)}")
     rule = declared(_SCALARS[name])
     try:
-        return rule.kind(raw)
+        return rule.parse(raw)
     except ValueError:
         raise ConfigError(f"{variable} must be {rule.describe()}, got {raw!r}") from None

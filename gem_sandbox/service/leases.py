@@ -3,8 +3,10 @@
 A lease is a pool lease with an owner and a deadline. Each request on it renews the deadline
 (``ttl`` seconds after the request ends) and holds it off while in flight; a lease past its
 deadline is ended by :meth:`Leases.reap`, which runs in the service's task group, so a client
-that crashed or forgot gives its sandbox back to the pool. Ids are unguessable, and an id is
-looked up together with its owner: another token's lease is indistinguishable from none.
+that crashed or forgot gives its sandbox back to the pool. A lease that does not ``renew``
+(e2b's sandboxes) has an absolute deadline instead, which requests neither push back nor hold
+off. Ids are unguessable, and an id is looked up together with its owner: another token's
+lease is indistinguishable from none.
 """
 
 from __future__ import annotations
@@ -31,14 +33,27 @@ class Lease:
     tenant: Tenant
     sandbox: LeasedSandbox
     ttl: float
+    renews: bool = True  # False: the deadline is absolute, as e2b's timeout is
     deadline: float = field(default=0.0)
     busy: int = 0
+    started: float = field(default_factory=time.time)  # wall clock, for the APIs that show it
+    # What the e2b API keeps with its sandboxes (docs/service.md, e2b-compatible endpoint):
+    template: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # the default environment of its code
+    access_token: str | None = None  # what its envd-style routes check
 
     def __post_init__(self) -> None:
-        self.renew()
+        self.expire_in(self.ttl)
 
     def renew(self) -> None:
-        self.deadline = time.monotonic() + self.ttl
+        if self.renews:
+            self.expire_in(self.ttl)
+
+    def expire_in(self, seconds: float) -> None:
+        """Set the deadline ``seconds`` from now, and make that the lease's ttl."""
+        self.ttl = seconds
+        self.deadline = time.monotonic() + seconds
 
     def describe(self) -> dict[str, Any]:
         """The ``Lease`` object of the API."""
@@ -49,7 +64,7 @@ class Lease:
             "isolation": self.sandbox.hello.get("isolation"),
             "alive": self.sandbox.alive,
             "ttl": self.ttl,
-            "expires_in": round(max(0.0, self.deadline - time.monotonic()), 3) if not self.busy else self.ttl,
+            "expires_in": round(max(0.0, self.deadline - time.monotonic()), 3) if not self.busy or not self.renews else self.ttl,
         }
 
 
@@ -64,7 +79,7 @@ class Leases:
     def __len__(self) -> int:
         return len(self._by_id)
 
-    async def create(self, tenant: Tenant, ttl: float | None) -> Lease:
+    async def create(self, tenant: Tenant, ttl: float | None, *, renews: bool = True) -> Lease:
         """A sandbox of ``tenant``'s own; 429 past its ``max_leases``."""
         if tenant.leases >= tenant.policy.max_leases:
             raise Problem(
@@ -79,9 +94,16 @@ class Leases:
         except BaseException:
             tenant.leases -= 1
             raise
-        lease = Lease("sb-" + secrets.token_urlsafe(12), tenant, sandbox, min(ttl or self.default_ttl, self.max_ttl))
+        lease = Lease("sb-" + secrets.token_urlsafe(12), tenant, sandbox, self.capped(ttl or self.default_ttl), renews)
         self._by_id[lease.id] = lease
         return lease
+
+    def capped(self, ttl: float) -> float:
+        return min(ttl, self.max_ttl)
+
+    def get(self, lease_id: str) -> Lease | None:
+        """The lease, whoever holds it: for routes that authenticate by the lease itself."""
+        return self._by_id.get(lease_id)
 
     def find(self, tenant: Tenant, lease_id: str) -> Lease:
         lease = self._by_id.get(lease_id)
@@ -94,7 +116,8 @@ class Leases:
 
     @asynccontextmanager
     async def using(self, tenant: Tenant, lease_id: str) -> AsyncIterator[LeasedSandbox]:
-        """The lease's sandbox for one request: not reaped meanwhile, renewed after."""
+        """The lease's sandbox for one request: renewed after, and not reaped meanwhile unless
+        its deadline is absolute."""
         lease = self.find(tenant, lease_id)
         lease.busy += 1
         try:
@@ -111,7 +134,7 @@ class Leases:
         while True:
             await anyio.sleep(REAP_INTERVAL)
             now = time.monotonic()
-            for lease in [x for x in self._by_id.values() if not x.busy and x.deadline <= now]:
+            for lease in [x for x in self._by_id.values() if x.deadline <= now and not (x.busy and x.renews)]:
                 self.expired += 1
                 await self._end(lease)
 

@@ -19,7 +19,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from gem_sandbox.sandbox.limits import RunLimits
-from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.sandbox.result import Status
 from gem_sandbox.service.errors import bad_request
 from gem_sandbox.service.state import Service, parse, tenant_of
 

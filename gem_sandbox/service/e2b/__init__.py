@@ -1,0 +1,25 @@
+"""The e2b-compatible endpoint (``gem-sandbox serve --e2b-compatible``; docs/service.md): the
+unmodified ``e2b`` and ``e2b-code-interpreter`` SDKs, pointed at the service with
+``E2B_API_URL`` and ``E2B_SANDBOX_URL``, create and use sandboxes of our pool.
+
+:data:`ROUTES` is every route, each an :class:`~.wire.Endpoint` that says how it authenticates
+and how its errors look; the app mounts them when the setting is on. A module per part of
+e2b's API: :mod:`.control` (REST), :mod:`.envd` (routing by sandbox, paths, ``/health``),
+:mod:`.files`, :mod:`.filesystem` and :mod:`.process` (Connect RPCs, framed by
+:mod:`.connect`) and
+:mod:`.interpreter` (``/execute`` and contexts).
+"""
+
+from gem_sandbox.service.e2b import control, envd, files, filesystem, interpreter, process
+from gem_sandbox.service.e2b.wire import Endpoint
+
+ROUTES: tuple[Endpoint, ...] = (
+    *control.ROUTES,
+    *envd.ROUTES,
+    *files.ROUTES,
+    *filesystem.ROUTES,
+    *interpreter.ROUTES,
+    *process.ROUTES,
+)
+
+__all__ = ["ROUTES", "Endpoint"]

@@ -1,0 +1,198 @@
+"""e2b's REST control plane: create, list, inspect, time out, connect to and kill sandboxes
+(``POST /v2/sandboxes`` and the rest of what ``e2b.Sandbox`` calls), authenticated by
+``X-API-KEY`` = one of the service's token secrets.
+
+An e2b sandbox is a lease of the key's token that does not renew: it ends at its absolute
+deadline (create's ``timeout``, 300 s by default, capped at ``max_lease_ttl``; ``set_timeout``
+moves it to now + t), whatever requests it serves. Every template name gets the pool's one
+image; the name is kept and echoed.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from gem_sandbox.service.access import Tenant
+from gem_sandbox.service.e2b.wire import Endpoint, Handler, plain_error
+from gem_sandbox.service.errors import Problem, bad_request, not_found
+from gem_sandbox.service.leases import Lease
+from gem_sandbox.service.state import TENANT, Service, parse
+
+ENVD_VERSION = "0.6.4"  # at or past 0.5.7: the SDK sends no default user and may upload raw bytes
+CLIENT_ID = "gem-sandbox"
+DEFAULT_TIMEOUT = 300.0  # e2b's, when create names none
+PAGE = 100  # sandboxes a list answers when it names no limit
+API_KEY_HEADER = "X-API-KEY"
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # the SDK sends options we do not act on
+
+
+class CreateBody(_Body):
+    template: str = Field("base", alias="templateID")
+    timeout: int | None = Field(None, ge=1)
+    metadata: dict[str, str] = {}
+    env: dict[str, str] = Field({}, alias="envVars")
+    auto_pause: bool = Field(False, alias="autoPause")
+
+
+class TimeoutBody(_Body):
+    timeout: int = Field(ge=1)
+
+
+class ConnectBody(_Body):
+    timeout: int | None = Field(None, ge=1)
+
+
+def api_tenant(request: web.Request, service: Service) -> Tenant:
+    """The token whose secret the request's ``X-API-KEY`` is (any key when the service is open)."""
+    key = request.headers.get(API_KEY_HEADER)
+    if not key and not service.access.open:
+        raise Problem(401, "unauthorized", f"no API key: send {API_KEY_HEADER} (E2B_API_KEY) = one of the service's token secrets")
+    return service.access.authenticate(None, key)
+
+
+async def create(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, CreateBody)
+    if body.auto_pause:
+        raise bad_request("sandboxes cannot be paused here: create without auto_pause")
+    lease = await service.leases.create(request[TENANT], body.timeout or DEFAULT_TIMEOUT, renews=False)
+    lease.template, lease.metadata, lease.env = body.template, body.metadata, body.env
+    lease.access_token = secrets.token_urlsafe(24)
+    return web.json_response(_sandbox(lease), status=201)
+
+
+async def list_sandboxes(request: web.Request) -> web.Response:
+    service, query = Service.of(request), request.query
+    wanted = _metadata_filter(query.get("metadata", ""))
+    states = set(query.get("state", "running").split(","))
+    leases = [
+        lease
+        for lease in _e2b_leases(service, request[TENANT])
+        if "running" in states
+        and wanted.items() <= lease.metadata.items()
+        and query.get("template", lease.template) == lease.template
+    ]
+    leases.sort(key=lambda lease: lease.started, reverse=query.get("order") == "desc")
+    start, limit = _count(query.get("nextToken", "0"), "nextToken"), _count(query.get("limit", str(PAGE)), "limit")
+    page = leases[start : start + limit]
+    more = start + limit < len(leases)
+    headers = {"x-next-token": str(start + limit)} if more else {}
+    return web.json_response([_listed(service, lease) for lease in page], headers=headers)
+
+
+async def get_info(request: web.Request) -> web.Response:
+    service = Service.of(request)
+    lease = _find(request)
+    return web.json_response(dict(_listed(service, lease), envdAccessToken=lease.access_token, domain=None))
+
+
+async def kill(request: web.Request) -> web.Response:
+    await Service.of(request).leases.delete(request[TENANT], _find(request).id)
+    return web.Response(status=204)
+
+
+async def set_timeout(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, TimeoutBody)
+    _find(request).expire_in(service.leases.capped(body.timeout))
+    return web.Response(status=204)
+
+
+async def connect(request: web.Request) -> web.Response:
+    """Running sandboxes are all there is here: connecting only extends a timeout, and only
+    when the new one ends later."""
+    service, body = Service.of(request), await parse(request, ConnectBody)
+    lease = _find(request)
+    if body.timeout is not None:
+        seconds = service.leases.capped(body.timeout)
+        if time.monotonic() + seconds > lease.deadline:
+            lease.expire_in(seconds)
+    return web.json_response(_sandbox(lease))
+
+
+def _e2b_leases(service: Service, tenant: Tenant) -> list[Lease]:
+    """The token's e2b sandboxes (its /v1 leases have no access token: envd cannot reach them)."""
+    return [lease for lease in service.leases.owned_by(tenant) if lease.access_token is not None]
+
+
+def _find(request: web.Request) -> Lease:
+    lease = Service.of(request).leases.find(request[TENANT], request.match_info["id"])
+    if lease.access_token is None:
+        raise not_found(f"sandbox {lease.id}")
+    return lease
+
+
+def _sandbox(lease: Lease) -> dict[str, Any]:
+    """e2b's ``Sandbox``: what create and connect answer."""
+    return {
+        "templateID": lease.template,
+        "alias": lease.template,
+        "sandboxID": lease.id,
+        "clientID": CLIENT_ID,
+        "envdVersion": ENVD_VERSION,
+        "envdAccessToken": lease.access_token,
+        "trafficAccessToken": lease.access_token,  # the code interpreter's context calls send only this
+        "domain": None,
+    }
+
+
+def _listed(service: Service, lease: Lease) -> dict[str, Any]:
+    """e2b's ``ListedSandbox``."""
+    spec = service.runtime.config.spec
+    ends = time.time() + max(0.0, lease.deadline - time.monotonic())
+    return {
+        "templateID": lease.template,
+        "alias": lease.template,
+        "sandboxID": lease.id,
+        "clientID": CLIENT_ID,
+        "startedAt": _timestamp(lease.started),
+        "endAt": _timestamp(ends),
+        "cpuCount": max(1, math.ceil(spec.cpus)),
+        "memoryMB": spec.memory_mb,
+        "diskSizeMB": spec.workdir_mb,
+        "state": "running",
+        "envdVersion": ENVD_VERSION,
+        "metadata": lease.metadata,
+    }
+
+
+def _metadata_filter(raw: str) -> dict[str, str]:
+    """The SDK's ``metadata`` query: ``urlencode`` of quoted keys and values, in a query."""
+    return {unquote(key): unquote(value) for key, value in parse_qsl(raw)}
+
+
+def _count(raw: str, name: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0 or (name == "limit" and value == 0):
+        raise bad_request(f"{name} must be a {'positive' if name == 'limit' else 'non-negative'} integer, got {raw!r}")
+    return value
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _route(method: str, path: str, handler: Handler) -> Endpoint:
+    return Endpoint(method, path, handler, api_tenant, plain_error)
+
+
+ROUTES = (
+    _route("POST", "/v2/sandboxes", create),
+    _route("GET", "/v2/sandboxes", list_sandboxes),
+    _route("GET", "/sandboxes/{id}", get_info),
+    _route("DELETE", "/sandboxes/{id}", kill),
+    _route("POST", "/sandboxes/{id}/timeout", set_timeout),
+    _route("POST", "/v2/sandboxes/{id}/connect", connect),
+)

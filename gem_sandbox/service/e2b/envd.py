@@ -1,0 +1,111 @@
+"""What every envd-style request shares: which sandbox it is for and whether it may use it,
+and how e2b's paths name files in it.
+
+With ``E2B_SANDBOX_URL`` set, the SDK sends every sandbox's envd and Jupyter requests to one
+base URL, naming the sandbox in the ``E2b-Sandbox-Id`` header and proving it may use it with
+the sandbox's access token (``X-Access-Token``, or ``E2B-Traffic-Access-Token`` on the code
+interpreter's routes). A sandbox that is not there (never was, killed, timed out) answers 502
+"The sandbox <id> was not found", which the SDK reads as "not running".
+
+e2b's sandboxes keep files under ``/home/user``; ours under the agent's work dir. Both name
+the same dir here (:func:`local_path`, :func:`e2b_path`); other absolute paths are refused.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from aiohttp import web
+
+from gem_sandbox.runtime import LeasedSandbox
+from gem_sandbox.service.access import Tenant
+from gem_sandbox.service.e2b.wire import Endpoint, Handler, connect_error, plain_error
+from gem_sandbox.service.errors import Problem
+from gem_sandbox.service.leases import Lease
+from gem_sandbox.service.state import Service
+
+HOME = "/home/user"
+SANDBOX_HEADER = "E2b-Sandbox-Id"
+ACCESS_HEADER = "X-Access-Token"
+TRAFFIC_HEADER = "E2B-Traffic-Access-Token"
+LEASE = web.RequestKey("e2b_lease", Lease)
+
+
+def envd_tenant(request: web.Request, service: Service) -> Tenant:
+    """The tenant of the sandbox an envd request names, once its access token is checked."""
+    return _authorize(request, service, (ACCESS_HEADER,))
+
+
+def jupyter_tenant(request: web.Request, service: Service) -> Tenant:
+    """As :func:`envd_tenant`, for the code interpreter: its context calls send only the
+    traffic token (which is the access token here)."""
+    return _authorize(request, service, (ACCESS_HEADER, TRAFFIC_HEADER))
+
+
+def lease_of(request: web.Request) -> Lease:
+    """The lease an authenticated envd request is for."""
+    return request[LEASE]
+
+
+@asynccontextmanager
+async def sandbox_of(request: web.Request) -> AsyncIterator[LeasedSandbox]:
+    """The request's sandbox, held busy while the request uses it."""
+    lease, leases = lease_of(request), Service.of(request).leases
+    if leases.get(lease.id) is not lease:  # ended since the request was let in
+        raise _gone(lease.id)
+    async with leases.using(lease.tenant, lease.id) as sandbox:
+        yield sandbox
+
+
+def local_path(path: str, sandbox: LeasedSandbox) -> str:
+    """The work-dir-relative path an e2b path names (``.`` for the home dir itself):
+    ``/home/user/...`` and the sandbox's own work dir are the home dir, relative paths are
+    relative to it; 400 (``invalid_argument``) for anything outside it."""
+    relative = path
+    if path.startswith("/"):
+        roots = [HOME, *([sandbox.hello["workdir"]] if sandbox.hello.get("workdir") else [])]
+        inside = [root for root in roots if path == root or path.startswith(root.rstrip("/") + "/")]
+        if not inside:
+            raise Problem(400, "invalid_argument", f"{path}: only the home dir {HOME} (the sandbox's work dir) is served here")
+        relative = path[len(inside[0]) :].lstrip("/")
+    relative = posixpath.normpath(relative or ".")
+    if relative == ".." or relative.startswith("../"):
+        raise Problem(400, "invalid_argument", f"{path} climbs out of the home dir {HOME}")
+    return relative
+
+
+def e2b_path(relative: str) -> str:
+    """The absolute path e2b's clients expect for a work-dir-relative one."""
+    return HOME if relative in ("", ".") else f"{HOME}/{relative}"
+
+
+async def health(request: web.Request) -> web.Response:
+    """Alive: the lookup that authenticated the request found the sandbox."""
+    return web.Response(status=204)
+
+
+def rpc(service: str, method: str, handler: Handler) -> Endpoint:
+    """An envd Connect RPC, ``POST /<service>/<method>``: the sandbox's token, Connect errors."""
+    return Endpoint("POST", f"/{service}/{method}", handler, envd_tenant, connect_error)
+
+
+def _authorize(request: web.Request, service: Service, headers: Sequence[str]) -> Tenant:
+    sandbox_id = request.headers.get(SANDBOX_HEADER, "")
+    lease = service.leases.get(sandbox_id)
+    if lease is None or lease.access_token is None:
+        raise _gone(sandbox_id)
+    tokens = [request.headers[name] for name in headers if name in request.headers]
+    if not any(secrets.compare_digest(token.encode(), lease.access_token.encode()) for token in tokens):
+        raise Problem(401, "unauthenticated", f"the sandbox {sandbox_id} needs its envdAccessToken as {ACCESS_HEADER}")
+    request[LEASE] = lease
+    return lease.tenant
+
+
+def _gone(sandbox_id: str) -> Problem:
+    return Problem(502, "unavailable", f"The sandbox {sandbox_id} was not found")
+
+
+ROUTES = (Endpoint("GET", "/health", health, envd_tenant, plain_error),)

@@ -1,0 +1,80 @@
+"""envd's file routes: ``POST /files`` (the SDK's ``files.write``) and ``GET /files``
+(``files.read``), on the sandbox's work dir through the agent's file transfer.
+
+An upload is multipart (a part per file, its filename the file's path, or ``?path=`` for a
+single file) or, from envd 0.5.7 on, the raw bytes of one file named by ``?path=``
+(``Content-Encoding: gzip`` is undone by aiohttp before the body reaches us).
+"""
+
+from __future__ import annotations
+
+import email.policy
+import posixpath
+from email.message import Message
+from email.parser import BytesHeaderParser
+
+from aiohttp import web
+
+from gem_sandbox.service.e2b.envd import e2b_path, envd_tenant, local_path, sandbox_of
+from gem_sandbox.service.e2b.wire import Endpoint, plain_error
+from gem_sandbox.service.errors import bad_request
+
+
+async def upload(request: web.Request) -> web.Response:
+    uploads = _uploads(request, await request.read())
+    async with sandbox_of(request) as sandbox:
+        files = {local_path(path, sandbox): data for path, data in uploads}
+        await sandbox.write_files(files)
+    return web.json_response([{"name": posixpath.basename(path), "type": "file", "path": e2b_path(path)} for path in files])
+
+
+async def download(request: web.Request) -> web.Response:
+    path = request.query.get("path")
+    if not path:
+        raise bad_request("name the file to read: ?path=/home/user/...")
+    async with sandbox_of(request) as sandbox:
+        relative = local_path(path, sandbox)
+        files = await sandbox.read_files([relative])
+    return web.Response(body=files[relative], content_type="application/octet-stream")
+
+
+def _uploads(request: web.Request, body: bytes) -> list[tuple[str, bytes]]:
+    """(path as the client named it, content) of each file in the request."""
+    path = request.query.get("path")
+    if request.content_type != "multipart/form-data":
+        if not path:
+            raise bad_request("a raw upload names its file: ?path=/home/user/...")
+        return [(path, body)]
+    parts = _parts(body, request.headers.get("Content-Type", ""))
+    if path is not None:
+        if len(parts) != 1:
+            raise bad_request("?path= names one file; send several files without it, each part's filename its path")
+        return [(path, parts[0][1])]
+    if not parts or any(not name for name, _ in parts):
+        raise bad_request("each part of a multipart upload needs a filename: the file's path")
+    return [(str(name), data) for name, data in parts]
+
+
+def _parts(body: bytes, content_type: str) -> list[tuple[str | None, bytes]]:
+    """The (filename, content) of each part of a multipart body, byte for byte."""
+    header = Message()
+    header["Content-Type"] = content_type
+    boundary = header.get_param("boundary")
+    if not isinstance(boundary, str) or not boundary:
+        raise bad_request("a multipart body needs a boundary in its Content-Type")
+    parts = []
+    for chunk in (b"\r\n" + body).split(b"\r\n--" + boundary.encode())[1:]:
+        if chunk.startswith(b"--"):
+            break
+        head, found, content = chunk.partition(b"\r\n\r\n")
+        if not found:
+            raise bad_request("a part of the multipart body has no header end")
+        headers = BytesHeaderParser(policy=email.policy.HTTP).parsebytes(head.lstrip(b" \t").removeprefix(b"\r\n"))
+        parts.append((headers.get_filename(), content))
+    return parts
+
+
+ROUTES = (
+    Endpoint("POST", "/files", upload, envd_tenant, plain_error),
+    Endpoint("GET", "/files", download, envd_tenant, plain_error),
+)

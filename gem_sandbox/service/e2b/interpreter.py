@@ -1,0 +1,212 @@
+"""The code interpreter's routes (``e2b-code-interpreter``'s ``run_code`` and its contexts),
+on the agent's kernels: each context is a kernel of the sandbox (a persistent Python
+namespace), the default one named ``default``.
+
+``POST /execute`` answers NDJSON, one event per line: the cell's ``stdout`` and ``stderr``, an
+``error`` when its :class:`~gem_sandbox.sandbox.result.ExecResult` says it failed (the
+traceback's last line gives the name and value the SDK shows), ``number_of_executions`` and
+``end_of_execution``. The verdict is the result's status, never the output. The cell's output
+comes when it ends, and the value of a last expression is printed to stdout (as Python's
+REPL does) instead of coming as a result, so ``execution.text`` stays None.
+
+The sandbox's ``envVars`` (and a context's ``cwd``) are set in a kernel before its first cell;
+a cell's own ``env_vars`` only for that cell.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from gem_sandbox.runtime import LeasedSandbox
+from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.service.e2b.envd import e2b_path, jupyter_tenant, lease_of, local_path, sandbox_of
+from gem_sandbox.service.e2b.wire import Endpoint, plain_error
+from gem_sandbox.service.errors import Problem
+from gem_sandbox.service.leases import Lease
+from gem_sandbox.service.state import Service, parse
+
+DEFAULT = "default"
+SETUP_TIMEOUT = 30.0  # seconds for the commands that set a kernel's env and cwd
+_TRACEBACK = "Traceback (most recent call last):"
+_FAILURES = {
+    Status.TIMEOUT: ("TimeoutError", "the cell ran past the service's limit of {timeout:g} s"),
+    Status.OOM: ("MemoryError", "the cell ran out of memory"),
+    Status.OUTPUT_LIMIT: ("OutputLimitError", "the cell printed more than the sandbox's output limit"),
+    Status.KILLED: ("KilledError", "the cell was killed by a signal"),
+    Status.INFRA_ERROR: ("SandboxError", "the sandbox failed; create a new one"),
+}
+
+
+@dataclass
+class Context:
+    """One kernel of a sandbox, as the SDK sees it."""
+
+    id: str
+    cwd: str = "."  # work-dir relative
+    executions: int = 0
+    ready: bool = False  # its kernel has the sandbox's env and its cwd
+
+    def describe(self) -> dict[str, str]:
+        return {"id": self.id, "language": "python", "cwd": e2b_path(self.cwd)}
+
+
+@dataclass
+class Contexts:
+    """A sandbox's contexts; they end with its lease."""
+
+    by_id: dict[str, Context] = field(default_factory=lambda: {DEFAULT: Context(DEFAULT)})
+
+    def find(self, context_id: str) -> Context:
+        if context_id not in self.by_id:
+            raise Problem(404, "not_found", f"no context {context_id} in this sandbox")
+        return self.by_id[context_id]
+
+
+_contexts: weakref.WeakKeyDictionary[Lease, Contexts] = weakref.WeakKeyDictionary()
+
+
+class ExecuteBody(BaseModel):
+    code: str
+    context_id: str | None = None
+    language: str | None = None
+    env_vars: dict[str, str] | None = None
+
+
+class ContextBody(BaseModel):
+    language: str | None = None
+    cwd: str | None = None
+
+
+def contexts_of(lease: Lease) -> Contexts:
+    return _contexts.setdefault(lease, Contexts())
+
+
+async def execute(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, ExecuteBody)
+    _python_only(body.language)
+    lease = lease_of(request)
+    context = contexts_of(lease).find(body.context_id or DEFAULT)
+    async with sandbox_of(request) as sandbox:
+        await _ready(sandbox, context, lease.env)
+        saved = await _setup(sandbox, context, _set_env(body.env_vars)) if body.env_vars else None
+        result = await sandbox.kernel_exec(body.code, kernel=context.id, timeout=service.config.max_run_timeout)
+        if result.status not in (Status.OK, Status.ERROR):
+            context.ready = False  # a kernel killed or stuck is started afresh, without them
+        elif saved is not None:
+            await _setup(sandbox, context, _restore_env(json.loads(saved.stdout)))
+    context.executions += 1
+    events = _events(result, context.executions, service.config.max_run_timeout)
+    return web.Response(body="".join(json.dumps(event) + "\n" for event in events), content_type="application/x-ndjson")
+
+
+async def create_context(request: web.Request) -> web.Response:
+    body = await parse(request, ContextBody)
+    _python_only(body.language)
+    async with sandbox_of(request) as sandbox:
+        cwd = local_path(body.cwd, sandbox) if body.cwd else "."
+    context = Context("ctx-" + secrets.token_hex(8), cwd)
+    contexts_of(lease_of(request)).by_id[context.id] = context
+    return web.json_response(context.describe())
+
+
+async def list_contexts(request: web.Request) -> web.Response:
+    return web.json_response([context.describe() for context in contexts_of(lease_of(request)).by_id.values()])
+
+
+async def remove_context(request: web.Request) -> web.Response:
+    """Drop the context and its kernel's namespace (the default one comes back empty)."""
+    contexts = contexts_of(lease_of(request))
+    context = contexts.find(request.match_info["id"])
+    async with sandbox_of(request) as sandbox:
+        await sandbox.kernel_restart(context.id)
+    del contexts.by_id[context.id]
+    if context.id == DEFAULT:
+        contexts.by_id[DEFAULT] = Context(DEFAULT)
+    return web.Response(status=204)
+
+
+async def restart_context(request: web.Request) -> web.Response:
+    context = contexts_of(lease_of(request)).find(request.match_info["id"])
+    async with sandbox_of(request) as sandbox:
+        await sandbox.kernel_restart(context.id)
+    context.ready, context.executions = False, 0
+    return web.Response(status=204)
+
+
+def _python_only(language: str | None) -> None:
+    if language not in (None, "python"):
+        raise Problem(400, "bad_request", f"only Python runs here (language={language!r}); use commands for the rest")
+
+
+async def _ready(sandbox: LeasedSandbox, context: Context, env: dict[str, str]) -> None:
+    """Give a fresh kernel the sandbox's env and the context's cwd."""
+    if context.ready:
+        return
+    lines = [f"__import__('os').chdir({context.cwd!r})"] if context.cwd != "." else []
+    await _setup(sandbox, context, "\n".join([*lines, f"__import__('os').environ.update({env!r})"]))
+    context.ready = True
+
+
+def _set_env(env: dict[str, str]) -> str:
+    """Set ``env``, printing the values it replaces as JSON (None: unset)."""
+    saved = f"{{name: __import__('os').environ.get(name) for name in {list(env)!r}}}"
+    return f"print(__import__('json').dumps({saved}))\n__import__('os').environ.update({env!r})"
+
+
+def _restore_env(saved: dict[str, str | None]) -> str:
+    unset = [name for name, value in saved.items() if value is None]
+    kept = {name: value for name, value in saved.items() if value is not None}
+    return f"[__import__('os').environ.pop(name, None) for name in {unset!r}]\n__import__('os').environ.update({kept!r})"
+
+
+async def _setup(sandbox: LeasedSandbox, context: Context, code: str) -> ExecResult:
+    """Run the service's own code in a context's kernel (each last line evaluates to None,
+    so nothing is echoed and ``_`` is kept)."""
+    result = await sandbox.kernel_exec(code, kernel=context.id, timeout=SETUP_TIMEOUT)
+    if result.status is not Status.OK:
+        raise Problem(503, "unavailable", f"the kernel of context {context.id} could not be set up ({result.status.value})")
+    return result
+
+
+def _events(result: ExecResult, executions: int, timeout: float) -> list[dict[str, Any]]:
+    stamp = time.time_ns()
+    stderr, error = result.stderr, None
+    if result.status is Status.ERROR:
+        stderr, error = _traceback(result.stderr)
+    elif result.status is not Status.OK:
+        name, value = _FAILURES[result.status]
+        error = {"name": name, "value": value.format(timeout=timeout), "traceback": result.stderr}
+    events: list[dict[str, Any]] = []
+    events += [{"type": "stdout", "text": result.stdout, "timestamp": stamp}] if result.stdout else []
+    events += [{"type": "stderr", "text": stderr, "timestamp": stamp}] if stderr else []
+    events += [{"type": "error", **error}] if error else []
+    return [*events, {"type": "number_of_executions", "execution_count": executions}, {"type": "end_of_execution"}]
+
+
+def _traceback(stderr: str) -> tuple[str, dict[str, str]]:
+    """The stderr before the traceback, and the error: name and value from the traceback's
+    last line (``ZeroDivisionError: division by zero``), for display only."""
+    start = stderr.find(_TRACEBACK)
+    start = stderr.find('  File "<cell>"') if start < 0 else start
+    start = max(start, 0)
+    traceback = stderr[start:]
+    last = next((line for line in reversed(traceback.splitlines()) if line.strip()), "")
+    name, _, value = last.partition(": ")
+    return stderr[:start], {"name": name.strip(), "value": value.strip(), "traceback": traceback}
+
+
+ROUTES = (
+    Endpoint("POST", "/execute", execute, jupyter_tenant, plain_error),
+    Endpoint("POST", "/contexts", create_context, jupyter_tenant, plain_error),
+    Endpoint("GET", "/contexts", list_contexts, jupyter_tenant, plain_error),
+    Endpoint("DELETE", "/contexts/{id}", remove_context, jupyter_tenant, plain_error),
+    Endpoint("POST", "/contexts/{id}/restart", restart_context, jupyter_tenant, plain_error),
+)

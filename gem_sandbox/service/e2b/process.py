@@ -1,0 +1,205 @@
+"""envd's ``process.Process`` RPCs: the SDK's ``commands.run`` (foreground and background),
+``commands.kill``, ``send_stdin``, ``close_stdin`` and ``commands.list``.
+
+``Start`` spawns the command in the sandbox (:meth:`Sandbox.spawn`: a run whose output
+streams and whose stdin may stay open) and answers a Connect stream: a ``start`` event with
+its pid, ``data`` events as it writes, a ``keepalive`` after ``Keepalive-Ping-Interval``
+seconds of silence (the SDK's reads time out after 60), then the ``end`` event. The end is
+the agent's verdict on the command: its exit code and how it ended, whatever it printed; a
+command past its deadline ends the stream with ``deadline_exceeded``, as envd does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import shlex
+import signal
+import weakref
+from typing import Any
+
+import anyio
+from aiohttp import web
+
+from gem_sandbox.sandbox.client import Process
+from gem_sandbox.sandbox.errors import ProcessEnded
+from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.service.e2b import connect
+from gem_sandbox.service.e2b.envd import lease_of, local_path, rpc, sandbox_of
+from gem_sandbox.service.errors import Problem
+from gem_sandbox.service.leases import Lease
+
+KEEPALIVE_HEADER = "Keepalive-Ping-Interval"
+TIMEOUT_HEADER = "connect-timeout-ms"
+DEFAULT_KEEPALIVE = 50.0
+SIGNALS = {"SIGNAL_SIGKILL": signal.SIGKILL, "SIGNAL_SIGTERM": signal.SIGTERM, 9: signal.SIGKILL, 15: signal.SIGTERM}
+
+
+class _Command:
+    """A started command as ``commands.list`` shows it."""
+
+    def __init__(self, process: Process, config: dict[str, Any], tag: str | None) -> None:
+        self.process, self.config, self.tag = process, config, tag
+
+
+#: Each sandbox's running commands, by pid; gone with the lease.
+_running: weakref.WeakKeyDictionary[Lease, dict[int, _Command]] = weakref.WeakKeyDictionary()
+
+
+async def start(request: web.Request) -> web.StreamResponse:
+    message = await connect.first_message(request)
+    config = message.get("process") or {}
+    keepalive = _seconds(request.headers.get(KEEPALIVE_HEADER), DEFAULT_KEEPALIVE)
+    timeout_ms = request.headers.get(TIMEOUT_HEADER)
+    timeout = _seconds(timeout_ms, 0.0) / 1000 if timeout_ms else None
+    lease = lease_of(request)
+    async with sandbox_of(request) as sandbox:
+        code = _command_line(config, sandbox)
+        process = await sandbox.spawn(
+            code,
+            "bash",
+            stdin_open=bool(message.get("stdin")),
+            timeout=timeout or None,
+            env={**lease.env, **_strings(config.get("envs"))},
+        )
+        commands = _running.setdefault(lease, {})
+        if process.pid is not None:
+            commands[process.pid] = _Command(process, config, message.get("tag"))
+        try:
+            return await _stream(request, process, keepalive)
+        finally:
+            commands.pop(process.pid or -1, None)
+
+
+async def send_signal(request: web.Request) -> web.Response:
+    message = await connect.message(request)
+    signum = SIGNALS.get(message.get("signal"))
+    if signum is None:
+        raise Problem(400, "invalid_argument", f"signal {message.get('signal')!r}: SIGNAL_SIGKILL or SIGNAL_SIGTERM")
+    await _control(request, message, lambda process: process.signal(signum))
+    return connect.reply({})
+
+
+async def send_input(request: web.Request) -> web.Response:
+    message = await connect.message(request)
+    data = _bytes(((message.get("input") or {}).get("stdin")) or "")
+    await _control(request, message, lambda process: process.write(data))
+    return connect.reply({})
+
+
+async def close_stdin(request: web.Request) -> web.Response:
+    message = await connect.message(request)
+    await _control(request, message, lambda process: process.close_stdin())
+    return connect.reply({})
+
+
+async def list_processes(request: web.Request) -> web.Response:
+    commands = _running.get(lease_of(request), {})
+    processes = [
+        {"pid": pid, "config": command.config, **({"tag": command.tag} if command.tag else {})}
+        for pid, command in commands.items()
+        if command.process.running
+    ]
+    return connect.reply({"processes": processes})
+
+
+async def _stream(request: web.Request, process: Process, keepalive: float) -> web.StreamResponse:
+    """The Connect stream of a started command, to its end."""
+    response = web.StreamResponse(headers={"Content-Type": connect.STREAM})
+    await response.prepare(request)
+    if process.pid is not None:
+        await response.write(connect.envelope(_event("start", {"pid": process.pid})))
+    while True:
+        with anyio.move_on_after(keepalive) as silent:
+            chunk = await process.next_output()
+        if silent.cancelled_caught:
+            await response.write(connect.envelope(_event("keepalive", {})))
+            continue
+        if chunk is None:
+            break
+        fd, data = chunk
+        stream = "stdout" if fd == 1 else "stderr"
+        await response.write(connect.envelope(_event("data", {stream: base64.b64encode(data).decode("ascii")})))
+    result = await process.wait()
+    if result.status is Status.TIMEOUT:
+        problem = Problem(504, "deadline_exceeded", f"the command ran past its timeout of {process.timeout:g} s")
+        await response.write(connect.end_of_stream(problem))
+    elif result.status is Status.INFRA_ERROR:
+        await response.write(connect.end_of_stream(Problem(502, "unavailable", result.stderr.strip())))
+    else:
+        await response.write(connect.envelope(_event("end", _end(result))))
+        await response.write(connect.end_of_stream())
+    await response.write_eof()
+    return response
+
+
+def _end(result: ExecResult) -> dict[str, Any]:
+    """envd's EndEvent for a command that ended: exited with a code, or killed by a signal
+    (exit code -1, as Go reports it). Zero values are left out, as ProtoJSON does."""
+    if result.exit_code is not None and result.signal is None:
+        end: dict[str, Any] = {"exited": True, "status": f"exit status {result.exit_code}"}
+        if result.exit_code:
+            end.update(exitCode=result.exit_code, error=end["status"])
+        return end
+    name = signal.Signals(result.signal).name.lower().removeprefix("sig") if result.signal else result.status.value
+    status = "signal: killed" if result.signal == signal.SIGKILL else f"signal: {name}"
+    return {"exitCode": -1, "status": status, "error": status}
+
+
+async def _control(request: web.Request, message: dict[str, Any], action: Any) -> None:
+    """``action`` on the running command the message's ``process.pid`` names; not_found when
+    there is none (the SDK's kill then answers False)."""
+    pid = ((message.get("process") or {}).get("pid"))
+    command = _running.get(lease_of(request), {}).get(pid) if isinstance(pid, int) else None
+    if command is None or not command.process.running:
+        raise Problem(404, "not_found", f"process with pid {pid} not found")
+    try:
+        await action(command.process)
+    except ProcessEnded:
+        raise Problem(404, "not_found", f"process with pid {pid} not found") from None
+
+
+def _command_line(config: dict[str, Any], sandbox: Any) -> str:
+    """The bash code for a ProcessConfig: the SDK's ``/bin/bash -l -c <cmd>`` runs ``cmd``;
+    any other program runs as itself. A ``cwd`` becomes a ``cd`` into it."""
+    cmd, args = config.get("cmd") or "", [str(a) for a in config.get("args") or []]
+    if not cmd:
+        raise Problem(400, "invalid_argument", "process.cmd is empty")
+    if cmd in ("/bin/bash", "bash") and len(args) == 3 and args[:2] == ["-l", "-c"]:
+        code = args[2]
+    else:
+        code = shlex.join([cmd, *args])
+    if config.get("cwd"):
+        code = f"cd -- {shlex.quote(local_path(config['cwd'], sandbox))} && {code}"
+    return code
+
+
+def _event(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"event": {kind: body}}
+
+
+def _strings(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (value or {}).items()}
+
+
+def _bytes(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise Problem(400, "invalid_argument", "input.stdin is not base64") from None
+
+
+def _seconds(text: str | None, default: float) -> float:
+    try:
+        return max(0.0, float(text)) if text is not None else default
+    except ValueError:
+        return default
+
+
+ROUTES = (
+    rpc("process.Process", "Start", start),
+    rpc("process.Process", "SendSignal", send_signal),
+    rpc("process.Process", "SendInput", send_input),
+    rpc("process.Process", "CloseStdin", close_stdin),
+    rpc("process.Process", "List", list_processes),
+)

@@ -1,0 +1,236 @@
+"""The e2b-compatible endpoint (docs/service.md) driven by the unmodified ``e2b`` and
+``e2b-code-interpreter`` SDKs against a real service with the Docker backend: the control
+plane, envd's files and filesystem RPCs, health, and the code interpreter."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import anyio
+import e2b
+import pytest
+from e2b_code_interpreter import AsyncSandbox as CodeSandbox
+
+from gem_sandbox.service.state import Service
+from tests.service_fixtures import ALPHA, BETA, docker_client, sandbox_image, serving  # noqa: F401 - fixtures
+
+pytestmark = [pytest.mark.anyio, pytest.mark.docker]
+
+
+@pytest.fixture
+async def service(sandbox_image: str) -> AsyncIterator[Service]:  # noqa: F811
+    async with serving("docker", sandbox_image, e2b_compatible=True) as running:
+        yield running
+
+
+def sdk(service: Service, key: str = ALPHA.secret) -> dict[str, Any]:
+    """What points the SDK at the service, as ``E2B_API_URL``, ``E2B_SANDBOX_URL`` and
+    ``E2B_API_KEY`` would."""
+    return {"api_url": service.url, "sandbox_url": service.url, "api_key": key}
+
+
+# -- control plane -----------------------------------------------------------------------
+
+
+async def test_a_sandbox_is_created_inspected_listed_timed_out_and_killed(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(timeout=120, metadata={"user id": "a&b", "run": "7"}, **sdk(service))
+    info = await sandbox.get_info()
+    assert (info.sandbox_id, info.template_id, info.metadata) == (sandbox.sandbox_id, "base", {"user id": "a&b", "run": "7"})
+    assert 100 < (info.end_at - info.started_at).total_seconds() <= 121
+    await sandbox.set_timeout(30)
+    assert (await sandbox.get_info()).end_at < info.end_at
+    assert await sandbox.is_running()
+
+    query = e2b.SandboxQuery(metadata={"user id": "a&b"})
+    listed = await e2b.AsyncSandbox.list(query=query, **sdk(service)).next_items()
+    assert [s.sandbox_id for s in listed] == [sandbox.sandbox_id]
+    other = await e2b.AsyncSandbox.list(query=e2b.SandboxQuery(metadata={"run": "8"}), **sdk(service)).next_items()
+    assert other == []
+
+    await sandbox.kill()
+    assert await e2b.AsyncSandbox.list(**sdk(service)).next_items() == []
+    assert not await sandbox.is_running()
+    with pytest.raises(e2b.SandboxNotFoundException):
+        await e2b.AsyncSandbox.get_info(sandbox.sandbox_id, **sdk(service))
+    assert await e2b.AsyncSandbox.kill(sandbox.sandbox_id, **sdk(service)) is False
+
+
+async def test_the_sync_sdk_works_too(service: Service) -> None:
+    def session() -> tuple[str, str]:
+        with e2b.Sandbox.create(**sdk(service)) as sandbox:
+            sandbox.files.write("hello.txt", "hi")
+            return sandbox.files.read("/home/user/hello.txt"), sandbox.get_info().template_id
+
+    assert await anyio.to_thread.run_sync(session) == ("hi", "base")
+
+
+async def test_list_pages_with_its_next_token(service: Service) -> None:
+    sandboxes = [await e2b.AsyncSandbox.create(**sdk(service)) for _ in range(3)]
+    paginator = e2b.AsyncSandbox.list(limit=2, **sdk(service))
+    first = await paginator.next_items()
+    assert paginator.has_next and len(first) == 2
+    second = await paginator.next_items()
+    assert not paginator.has_next
+    assert {s.sandbox_id for s in first + second} == {s.sandbox_id for s in sandboxes}
+
+
+async def test_a_wrong_api_key_is_refused(service: Service) -> None:
+    with pytest.raises(e2b.AuthenticationException):
+        await e2b.AsyncSandbox.create(**sdk(service, key="not-a-token"))
+
+
+async def test_another_tokens_sandbox_is_not_found(service: Service) -> None:
+    mine = await e2b.AsyncSandbox.create(**sdk(service))
+    with pytest.raises(e2b.SandboxNotFoundException):
+        await e2b.AsyncSandbox.get_info(mine.sandbox_id, **sdk(service, BETA.secret))
+    assert await e2b.AsyncSandbox.kill(mine.sandbox_id, **sdk(service, BETA.secret)) is False
+    assert await e2b.AsyncSandbox.list(**sdk(service, BETA.secret)).next_items() == []
+    assert await mine.is_running()
+
+
+async def test_sandboxes_past_the_tokens_limit_are_rate_limited(service: Service) -> None:
+    for _ in range(ALPHA.max_leases):
+        await e2b.AsyncSandbox.create(**sdk(service))
+    with pytest.raises(e2b.RateLimitException):
+        await e2b.AsyncSandbox.create(retries=0, **sdk(service))
+
+
+async def test_the_routes_are_served_only_when_asked_for(sandbox_image: str) -> None:  # noqa: F811
+    headers = {"X-API-KEY": ALPHA.secret}
+    async with (
+        serving("docker", sandbox_image) as plain,
+        aiohttp.ClientSession(plain.url) as http,
+        http.post("/v2/sandboxes", json={}, headers=headers) as response,
+    ):
+        assert response.status == 404
+
+
+async def test_a_sandbox_ends_at_its_timeout_whatever_it_serves(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(timeout=2, **sdk(service))
+    for _ in range(3):  # requests do not push an e2b deadline back
+        await sandbox.files.write("a.txt", "x")
+        await anyio.sleep(0.5)
+    with anyio.fail_after(10):
+        while await sandbox.is_running():
+            await anyio.sleep(0.25)
+    assert len(service.leases) == 0
+    with pytest.raises(e2b.SandboxNotFoundException):
+        await sandbox.get_info()
+
+
+async def test_envd_requests_need_the_sandboxes_access_token(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(**sdk(service))
+    async with aiohttp.ClientSession(service.url) as http:
+        headers = {"E2b-Sandbox-Id": sandbox.sandbox_id, "X-Access-Token": "wrong"}
+        async with http.get("/files", params={"path": "a"}, headers=headers) as response:
+            assert response.status == 401
+            assert (await response.json())["code"] == 401
+        async with http.get("/health", headers={"E2b-Sandbox-Id": "sb-none"}) as response:
+            assert response.status == 502
+            assert await response.json() == {"code": 502, "message": "The sandbox sb-none was not found"}
+
+
+# -- files -------------------------------------------------------------------------------
+
+
+async def test_files_round_trip_through_write_read_and_list(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(**sdk(service))
+    blob = bytes(range(256)) * 4
+    written = await sandbox.files.write("/home/user/text.txt", "héllo\r\nwörld\n")
+    assert (written.path, written.name) == ("/home/user/text.txt", "text.txt")
+    assert await sandbox.files.make_dir("/home/user/data/nested")
+    assert not await sandbox.files.make_dir("data/nested")  # already there
+    await sandbox.files.write_files(
+        [
+            {"path": "data/nested/blob.bin", "data": blob},
+            {"path": "/home/user/data/b.txt", "data": "b"},
+        ]
+    )
+    await sandbox.files.write("data/gz.txt", "zipped", gzip=True)  # a raw, gzip-encoded upload
+
+    assert await sandbox.files.read("text.txt") == "héllo\r\nwörld\n"
+    assert await sandbox.files.read("/home/user/data/nested/blob.bin", format="bytes") == blob
+    assert await sandbox.files.read("data/gz.txt") == "zipped"
+    top = await sandbox.files.list("/home/user")
+    assert {(e.name, e.type) for e in top} == {("text.txt", e2b.FileType.FILE), ("data", e2b.FileType.DIR)}
+    deep = await sandbox.files.list("/home/user/data", depth=2)
+    assert {e.path for e in deep} == {
+        "/home/user/data/nested",
+        "/home/user/data/nested/blob.bin",
+        "/home/user/data/b.txt",
+        "/home/user/data/gz.txt",
+    }
+    info = await sandbox.files.get_info("data/nested/blob.bin")
+    assert (info.size, info.type, info.path) == (len(blob), e2b.FileType.FILE, "/home/user/data/nested/blob.bin")
+
+
+async def test_exists_remove_and_rename(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(**sdk(service))
+    await sandbox.files.write("old.txt", "x")
+    assert await sandbox.files.exists("/home/user/old.txt")
+    moved = await sandbox.files.rename("old.txt", "/home/user/sub/new.txt")
+    assert moved.path == "/home/user/sub/new.txt"
+    assert not await sandbox.files.exists("old.txt")
+    await sandbox.files.remove("sub")
+    assert not await sandbox.files.exists("sub/new.txt")
+    with pytest.raises(e2b.FileNotFoundException):
+        await sandbox.files.read("sub/new.txt")
+    with pytest.raises(e2b.NotFoundException):
+        await sandbox.files.remove("sub")
+
+
+async def test_paths_outside_the_home_dir_are_refused(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(**sdk(service))
+    with pytest.raises(e2b.InvalidArgumentException, match="only the home dir"):
+        await sandbox.files.list("/etc")
+    with pytest.raises(e2b.InvalidArgumentException):
+        await sandbox.files.write("/tmp/a.txt", "x")
+    with pytest.raises(e2b.InvalidArgumentException, match="climbs out"):
+        await sandbox.files.get_info("../x")
+
+
+# -- code interpreter --------------------------------------------------------------------
+
+
+async def test_run_code_keeps_state_across_cells(service: Service) -> None:
+    sandbox = await CodeSandbox.create(envs={"GREETING": "hi"}, **sdk(service))
+    assert (await sandbox.get_info()).template_id == "code-interpreter-v1"
+    first = await sandbox.run_code("x = 1\nprint('set')")
+    assert (first.logs.stdout, first.error, first.execution_count) == (["set\n"], None, 1)
+    second = await sandbox.run_code("x + 1")
+    assert second.logs.stdout == ["2\n"] and second.execution_count == 2
+    env = await sandbox.run_code("import os; print(os.environ['GREETING'], os.environ.get('CELL'))", envs={"CELL": "c"})
+    assert env.logs.stdout == ["hi c\n"]
+    after = await sandbox.run_code("print(os.environ.get('CELL'))")
+    assert after.logs.stdout == ["None\n"]
+
+
+async def test_an_exception_fills_the_executions_error(service: Service) -> None:
+    sandbox = await CodeSandbox.create(**sdk(service))
+    execution = await sandbox.run_code("import sys\nprint('before', file=sys.stderr)\n1 / 0")
+    assert execution.error is not None
+    assert (execution.error.name, execution.error.value) == ("ZeroDivisionError", "division by zero")
+    assert "Traceback" in execution.error.traceback
+    assert execution.logs.stderr == ["before\n"]
+    ok = await sandbox.run_code("print('still here')")
+    assert ok.error is None and ok.logs.stdout == ["still here\n"]
+
+
+async def test_contexts_are_separate_namespaces(service: Service) -> None:
+    sandbox = await CodeSandbox.create(**sdk(service))
+    await sandbox.files.make_dir("proj")
+    context = await sandbox.create_code_context(cwd="/home/user/proj")
+    assert context.cwd == "/home/user/proj"
+    await sandbox.run_code("y = 5", context=context)
+    here = await sandbox.run_code("import os; print(y, os.getcwd().endswith('proj'))", context=context)
+    assert here.logs.stdout == ["5 True\n"]
+    elsewhere = await sandbox.run_code("y")
+    assert elsewhere.error is not None and elsewhere.error.name == "NameError"
+    assert context.id in {c.id for c in await sandbox.list_code_contexts()}
+    await sandbox.restart_code_context(context)
+    assert (await sandbox.run_code("y", context=context)).error is not None
+    await sandbox.remove_code_context(context)
+    with pytest.raises(e2b.NotFoundException):
+        await sandbox.run_code("1", context=context)
