@@ -17,6 +17,11 @@ if REQUIRE_DOCKER:
     import docker  # noqa: F401
 
 
+# Session fixtures every module may reach, the behaviour suite's e2b case among them.
+from tests.docker_fixtures import docker_client, sandbox_image  # noqa: E402, F401
+from tests.sandbox_fixtures import e2b_endpoint  # noqa: E402, F401
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -8,7 +8,12 @@ in :data:`BACKENDS`.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
 
 import anyio
 import pytest
@@ -20,7 +25,16 @@ from gem_sandbox.sandbox.client import Sandbox, open_sandbox
 
 # Backends the behaviour suite runs on; Docker's cases are marked so CI can require them.
 # "rootless" is bubblewrap started as nobody: a user namespace, runs sharing the agent's uid.
-BACKENDS = ["local", "rootless", pytest.param("docker", marks=pytest.mark.docker)]
+# "e2b" is the e2b backend on the service's own e2b-compatible endpoint (a real
+# `gem-sandbox serve --e2b-compatible` over Docker): its agent runs as a command of a sandbox
+# there, in token mode, inside the Docker sandbox's own agent.
+BACKENDS = [
+    "local",
+    "rootless",
+    pytest.param("docker", marks=pytest.mark.docker),
+    pytest.param("e2b", marks=pytest.mark.docker),
+]
+E2B_SECRET = "behaviour-suite"
 ROOTLESS_USER = 65534
 
 SPEC = SandboxSpec(pids=128, workdir_mb=64, tmp_mb=32)
@@ -49,8 +63,39 @@ def make_backend(name: str) -> Backend:
 
 @pytest.fixture(params=BACKENDS)
 async def sandbox(request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
-    async with open_sandbox(make_backend(request.param), SPEC) as sb:
+    if request.param == "e2b":
+        from gem_sandbox.sandbox.backends.e2b import E2BBackend, E2BOptions
+
+        url = request.getfixturevalue("e2b_endpoint")
+        backend: Backend = E2BBackend(E2BOptions(api_key=E2B_SECRET, api_url=url, sandbox_url=url))
+    else:
+        backend = make_backend(request.param)
+    async with open_sandbox(backend, SPEC) as sb:
         yield sb
+
+
+@pytest.fixture(scope="session")
+def e2b_endpoint(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a `gem-sandbox serve --e2b-compatible` process over Docker, for the
+    session; SIGTERM ends it (and its containers) at the end."""
+    config = tmp_path_factory.mktemp("e2b") / "service.toml"
+    config.write_text(
+        f'port = 0\nbackend = "docker"\ne2b_compatible = true\n\n[pool]\nmax_size = 4\nimage = "{sandbox_image}"\n\n'
+        f'[tokens.suite]\nsecret = "{E2B_SECRET}"\n'
+    )
+    log = config.with_suffix(".log")
+    with log.open("w") as stderr:  # a file, not a pipe: a full pipe would stop the server
+        server = subprocess.Popen([sys.executable, "-m", "gem_sandbox.cli", "serve", "--config", str(config)], stderr=stderr)
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"http://127\.0\.0\.1:\d+", log.read_text())):
+            if time.monotonic() > deadline or server.poll() is not None:
+                pytest.fail(f"gem-sandbox serve did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.05)
+        yield found.group()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
 
 
 @pytest.fixture

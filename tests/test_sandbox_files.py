@@ -81,8 +81,10 @@ async def test_writing_through_a_symlink_made_by_sandbox_code_is_refused(sandbox
         await sandbox.write_files({"ok.txt": "x", "out/evil.txt": "x"})
     with pytest.raises(UnsafePath):
         await sandbox.write_files({"file": "x"})
-    listing = await sandbox.run("import os; print(sorted(os.listdir('.')), os.listdir('/tmp'))")
-    assert listing.stdout == "['file', 'out'] []\n"  # nothing was written, not even ok.txt
+    listing = await sandbox.run(
+        "import os; print(sorted(os.listdir('.')), [os.path.exists(p) for p in ('/tmp/evil.txt', '/tmp/target')])"
+    )
+    assert listing.stdout == "['file', 'out'] [False, False]\n"  # nothing was written, not even ok.txt
 
 
 async def test_reading_a_fifo_or_a_directory_is_refused(sandbox: Sandbox):

@@ -101,7 +101,7 @@ async def test_env_is_minimal_plus_the_request(sandbox: Sandbox):
     env = (await sandbox.run(code, env={"MY_VAR": "x"})).stdout
     assert '"MY_VAR": "x"' in env and '"LANG": "C.UTF-8"' in env and '"OMP_NUM_THREADS": "1"' in env
     assert "PYTHONUNBUFFERED" not in env
-    assert '"HOME": "/work"' in env
+    assert f'"HOME": "{sandbox.hello["workdir"]}"' in env
 
 
 async def test_cwd_is_a_dir_inside_the_work_dir(sandbox: Sandbox):
@@ -109,7 +109,8 @@ async def test_cwd_is_a_dir_inside_the_work_dir(sandbox: Sandbox):
     result = await sandbox.run(
         "import os, sys; print(os.getcwd(), sys.path[0], os.listdir())", cwd="sub"
     )
-    assert result.stdout == "/work/sub /work/sub ['x.txt']\n"
+    sub = sandbox.hello["workdir"] + "/sub"
+    assert result.stdout == f"{sub} {sub} ['x.txt']\n"
 
 
 async def test_cwd_outside_the_work_dir_is_refused(sandbox: Sandbox):

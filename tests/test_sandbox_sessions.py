@@ -69,7 +69,7 @@ async def test_shell_keeps_cwd_and_exports_between_commands(sandbox: Sandbox):
     result = await sandbox.shell(
         "echo \"$(pwd) $GREETING $LOCAL\"; bash -c 'echo child sees $GREETING'"
     )
-    assert result.stdout == "/work/sub hi no\nchild sees hi\n"
+    assert result.stdout == f"{sandbox.hello['workdir']}/sub hi no\nchild sees hi\n"
 
 
 async def test_shell_separates_stdout_stderr_and_exit_code(sandbox: Sandbox):
@@ -115,7 +115,7 @@ async def test_shell_exit_ends_the_session_and_the_next_starts_fresh(sandbox: Sa
 
 async def test_shell_sessions_are_separate_by_name(sandbox: Sandbox):
     await sandbox.shell("cd /tmp", session="a")
-    assert (await sandbox.shell("pwd", session="b")).stdout == "/work\n"
+    assert (await sandbox.shell("pwd", session="b")).stdout == sandbox.hello["workdir"] + "\n"
     assert (await sandbox.shell("pwd", session="a")).stdout == "/tmp\n"
 
 

@@ -33,6 +33,7 @@ BACKENDS = {
     "docker": "gem_sandbox.sandbox.backends.docker:DockerBackend",
     "local": "gem_sandbox.sandbox.backends.local:LocalBackend",
     "process": "gem_sandbox.sandbox.backends.local:ProcessBackend",
+    "e2b": "gem_sandbox.sandbox.backends.e2b:E2BBackend",
 }
 BACKEND_CHOICES = ("auto", *BACKENDS)
 AUTO_ORDER = ("docker", "local")
@@ -76,7 +77,7 @@ def backend_class(name: str) -> type[Backend]:
     try:
         return getattr(importlib.import_module(module), attr)
     except ImportError as exc:
-        extra = {"docker": "docker"}.get(name)
+        extra = {"docker": "docker", "e2b": "e2b"}.get(name)
         hint = f" (pip install 'gem-sandbox[{extra}]')" if extra else ""
         raise BackendNotAvailable(f"the {name} backend cannot be imported: {exc}{hint}") from exc
 
@@ -205,7 +206,7 @@ def _parse(variable: str, raw: str) -> Any:
     if rule.optional and raw.strip().lower() in ("", "none"):
         return None
     try:
-        value = rule.kind(raw)
+        value = rule.parse(raw)
     except ValueError:
         raise ConfigError(f"{variable} must be {rule.describe()}, got {raw!r}") from None
     check_value(field, value, variable)
