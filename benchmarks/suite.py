@@ -12,7 +12,8 @@ right beside what they are compared with:
   calls per second with 8 callers over 8 containers, and idle sandbox memory;
 * ``vector``: env stepping (see :mod:`.vector_envs`);
 * ``tools``: 1,000 concurrent tool-using episodes vs gem-llm's own (see :mod:`.tool_throughput`);
-* ``service``: ``/run_code`` through the pool service vs a direct pool call (see :mod:`.service`).
+* ``service``: ``/run_code`` through the pool service vs a direct pool call (see :mod:`.service`);
+* ``e2b``: the e2b SDK against the service's e2b-compatible endpoint vs the pool (see :mod:`.e2b`).
 """
 
 from __future__ import annotations
@@ -354,12 +355,19 @@ def bench_service() -> list[Row]:
     return run()
 
 
+def bench_e2b() -> list[Row]:
+    from .e2b import run
+
+    return run()
+
+
 BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "local": lambda: anyio.run(bench_local),
     "docker": lambda: anyio.run(bench_docker),
     "vector": bench_vector,
     "tools": bench_tools,
     "service": bench_service,
+    "e2b": bench_e2b,
 }
 
 

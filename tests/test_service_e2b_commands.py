@@ -91,3 +91,20 @@ async def test_the_e2b_backend_runs_its_agent_in_an_e2b_sandbox(service: Service
             assert timed_out.status is Status.TIMEOUT
         assert runtime.backend == "e2b"
     assert await e2b.AsyncSandbox.list(**sdk(service)).next_items() == []
+
+
+async def test_the_e2b_backend_kills_sandboxes_whose_owner_died(service: Service) -> None:
+    import socket
+
+    from gem_sandbox.sandbox.backends.base import POOL_LABEL
+    from gem_sandbox.sandbox.backends.e2b import OWNER_KEY
+    from gem_sandbox.sandbox.backends.owners import owner_id
+
+    dead = f"{socket.gethostname()}:999999999:1"  # no such process on this host
+    orphan = await e2b.AsyncSandbox.create(metadata={POOL_LABEL: "p", OWNER_KEY: dead}, **sdk(service))
+    mine = await e2b.AsyncSandbox.create(metadata={POOL_LABEL: "p", OWNER_KEY: owner_id()}, **sdk(service))
+    backend = E2BBackend(E2BOptions(api_key=ALPHA.secret, api_url=service.url, sandbox_url=service.url))
+    assert await backend.reap_orphans("p") == 1
+    assert [s.sandbox_id for s in await e2b.AsyncSandbox.list(**sdk(service)).next_items()] == [mine.sandbox_id]
+    assert not await orphan.is_running()
+    await mine.kill()
