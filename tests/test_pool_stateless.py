@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
-from tests.sandbox_fixtures import BACKENDS, make_backend
+from tests.sandbox_fixtures import HOST_BACKENDS, make_backend
 
 pytestmark = pytest.mark.anyio
 
@@ -54,7 +54,7 @@ LEFTOVERS = {
 }
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=HOST_BACKENDS)  # the pool-level checks read this host's /proc
 async def pool(request: pytest.FixtureRequest) -> AsyncIterator[SandboxPool]:
     async with SandboxPool(make_backend(request.param), PoolConfig(min_idle=1, max_size=1)) as p:
         await p.wait_ready(60)
