@@ -33,6 +33,7 @@ EXTRAS = {
     "docker": "docker",
     "tenacity": "docker",
     "aiohttp": "service",
+    "e2b": "e2b",
     "pydantic": "service",
     "prometheus_client": "service",
     "datasets": "math",
