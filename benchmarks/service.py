@@ -18,40 +18,13 @@ import anyio.to_thread
 from gem_sandbox.runtime import Runtime
 
 from .report import Row, percentile
+from .suite import TRIVIAL, calls_per_second, warm_calls_ms
 
 CONTAINERS = 8
 CALLERS = 16
 SECONDS = 5.0
 SERIAL = 300
-TRIVIAL = "print(1)"
 BASELINE = "direct pool call"
-
-
-async def _direct_ms(runtime: Runtime, calls: int) -> list[float]:
-    samples = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        result = await runtime.run(TRIVIAL)
-        assert result.ok, result
-        samples.append((time.perf_counter() - start) * 1000)
-    return samples
-
-
-async def _direct_rate(runtime: Runtime, callers: int, seconds: float) -> float:
-    done = 0
-    deadline = time.perf_counter() + seconds
-
-    async def caller() -> None:
-        nonlocal done
-        while time.perf_counter() < deadline:
-            result = await runtime.run(TRIVIAL)  # awaited before ``done`` is read: no lost update
-            done += result.ok
-
-    start = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for _ in range(callers):
-            tg.start_soon(caller)
-    return done / (time.perf_counter() - start)
 
 
 def _load(url: str, path: str, serial: int, callers: int, seconds: float) -> tuple[list[float], float]:
@@ -105,8 +78,8 @@ async def bench_service() -> list[Row]:
     config = ServiceConfig(port=0, backend="docker")
     async with Runtime("docker", min_idle=CONTAINERS, max_size=CONTAINERS) as runtime:
         await runtime.wait_ready(timeout=120)
-        direct = await _direct_ms(runtime, SERIAL)
-        direct_rate = await _direct_rate(runtime, CALLERS, SECONDS)
+        direct = await warm_calls_ms(runtime, SERIAL)  # the suite's, on the runtime the service serves
+        direct_rate = await calls_per_second(runtime, CALLERS, SECONDS)
         async with running(config, runtime) as service:
             rest, rest_rate = await anyio.to_thread.run_sync(_in_child, service.url, "/v1/run")
             fusion, fusion_rate = await anyio.to_thread.run_sync(_in_child, service.url, "/run_code")

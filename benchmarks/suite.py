@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
+from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.backends.base import Backend
 from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
 
@@ -55,7 +56,7 @@ def fresh_subprocess_ms(calls: int) -> list[float]:
     return samples
 
 
-async def warm_calls_ms(pool: SandboxPool, calls: int) -> list[float]:
+async def warm_calls_ms(pool: SandboxPool | Runtime, calls: int) -> list[float]:
     samples = []
     for _ in range(calls):
         start = time.perf_counter()
@@ -76,7 +77,7 @@ async def acquire_ms(pool: SandboxPool, calls: int) -> list[float]:
     return samples
 
 
-async def calls_per_second(pool: SandboxPool, concurrency: int, seconds: float = 3.0) -> float:
+async def calls_per_second(pool: SandboxPool | Runtime, concurrency: int, seconds: float = 3.0) -> float:
     done = 0
     deadline = time.perf_counter() + seconds
 

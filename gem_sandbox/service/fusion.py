@@ -13,8 +13,6 @@ write its way to ``Success``, and only the infrastructure's failure is ``Sandbox
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
@@ -29,6 +27,7 @@ from gem_sandbox.sandbox.errors import FileTransferError, UnsafePath
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service.errors import Problem, bad_request
+from gem_sandbox.service.v1 import decode, encode
 
 LANGUAGES = ("python", "bash", "cpp")
 COMPILE = "exec g++ -O2 -std=c++17 -o main main.cpp"
@@ -255,15 +254,9 @@ def _infra_failure(results: Iterable[ExecResult]) -> ExecResult | None:
 
 
 def _decode(files: Mapping[str, str]) -> dict[str, bytes]:
-    """File contents from base64; a bad one, or an unsafe path, answers 400 naming its file."""
+    """File contents from base64 (:func:`.v1.decode`); an unsafe path answers 400 naming it too."""
     _check_paths(files)
-    decoded = {}
-    for path, text in files.items():
-        try:
-            decoded[path] = base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError):
-            raise bad_request(f"files: the content of {path!r} is not valid base64") from None
-    return decoded
+    return decode(files)
 
 
 def _check_paths(paths: Iterable[str]) -> None:
@@ -283,7 +276,7 @@ async def _fetch(sandbox: LeasedSandbox, paths: Iterable[str]) -> dict[str, str]
             fetched.update(await sandbox.read_files([path]))
         except (FileTransferError, UnsafePath):
             continue
-    return {path: base64.b64encode(data).decode("ascii") for path, data in fetched.items()}
+    return encode(fetched)
 
 
 def _limits(runtime: Runtime, memory_mb: int) -> RunLimits | None:
