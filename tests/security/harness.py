@@ -41,6 +41,7 @@ import os
 import re
 import socket
 import textwrap
+import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -351,6 +352,27 @@ def machinery_free(procs: dict[int, str]) -> set[int]:
     return {pid for pid, cmd in procs.items() if "gem_agent" not in cmd}
 
 
+async def _outliving(ns: str, machinery: set[int], patience: float = 2.0) -> dict[int, str]:
+    """Processes of namespace ``ns`` beyond ``machinery`` that stay for ``patience`` seconds,
+    as ``pid: "state cmdline"``. A process the reset killed may be seen for a moment as it
+    exits (a zombie, its command line already gone) on a loaded host; one that stays is a leak."""
+    deadline = time.monotonic() + patience
+    while True:
+        procs = host_processes_in(ns)
+        left = {pid: f"{_state(pid)} {procs[pid]!r}" for pid in machinery_free(procs) - machinery}
+        if not left or time.monotonic() > deadline:
+            return left
+        await anyio.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return "gone"
+
+
 def _meminfo(key: str) -> int:
     with open("/proc/meminfo") as f:
         for line in f:
@@ -491,8 +513,8 @@ class Harness:
             f"now {[sb.id for sb in again]}, before {ids})"
         )
         next_tenant = same[0]
-        left = machinery_free(host_processes_in(namespaces[0])) - machinery
-        assert not left, f"after the reset the sandbox holds host processes it did not hold when fresh: {sorted(left)}"
+        left = await _outliving(namespaces[0], machinery)
+        assert not left, f"after the reset the sandbox holds host processes it did not hold when fresh: {left}"
         with anyio.fail_after(60):
             after = await probe(next_tenant, ctx)
             assert_clean(after, fresh, ctx)
