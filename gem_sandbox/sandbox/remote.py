@@ -21,8 +21,8 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +54,7 @@ from gem_sandbox.sandbox.errors import (
     UnsupportedLanguage,
 )
 from gem_sandbox.sandbox.limits import RunLimits
-from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics
+from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics, leased
 from gem_sandbox.sandbox.result import ExecResult
 
 log = logging.getLogger(__name__)
@@ -209,14 +209,9 @@ class RemotePool:
         with anyio.CancelScope(shield=True):
             await self._end(sandbox)
 
-    @asynccontextmanager
-    async def lease(self, timeout: float | None = None) -> AsyncIterator[RemoteSandbox]:
-        sandbox = await self.acquire(timeout)
-        try:
-            yield sandbox
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.release(sandbox)
+    def lease(self, timeout: float | None = None) -> AbstractAsyncContextManager[RemoteSandbox]:
+        """``async with pool.lease() as sandbox:`` acquired, and released however the block ends."""
+        return leased(self, timeout)
 
     async def run(
         self,

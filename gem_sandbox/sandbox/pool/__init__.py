@@ -7,7 +7,7 @@ kill.
 """
 
 from gem_sandbox.sandbox.pool.config import PoolConfig
-from gem_sandbox.sandbox.pool.pool import SandboxPool, PoolState
+from gem_sandbox.sandbox.pool.pool import PoolState, SandboxPool, leased
 from gem_sandbox.sandbox.pool.statistics import PoolStatistics
 
-__all__ = ["PoolConfig", "PoolState", "PoolStatistics", "SandboxPool"]
+__all__ = ["PoolConfig", "PoolState", "PoolStatistics", "SandboxPool", "leased"]

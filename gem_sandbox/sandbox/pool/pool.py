@@ -27,8 +27,9 @@ import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -49,6 +50,18 @@ _pool_numbers = itertools.count(1)
 
 LAUNCH_TIMEOUT = 30.0  # seconds a launched agent has to say hello
 PROBE_TIMEOUT = 5.0  # seconds an idle agent has to answer a health ping
+
+
+@asynccontextmanager
+async def leased(pool: Any, timeout: float | None) -> AsyncIterator[Any]:
+    """What every pool's ``lease()`` is (this one's, the remote and the Ray pools'): a sandbox
+    from ``pool.acquire``, given back to ``pool.release`` even when the block is cancelled."""
+    sandbox = await pool.acquire(timeout)
+    try:
+        yield sandbox
+    finally:
+        with anyio.CancelScope(shield=True):
+            await pool.release(sandbox)
 
 
 class PoolState(str, enum.Enum):
@@ -224,14 +237,9 @@ class SandboxPool:
         assert self._tg is not None
         self._tg.start_soon(self._recycle, slot)
 
-    @asynccontextmanager
-    async def lease(self, timeout: float | None = None) -> AsyncIterator[Sandbox]:
-        sandbox = await self.acquire(timeout)
-        try:
-            yield sandbox
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.release(sandbox)
+    def lease(self, timeout: float | None = None) -> AbstractAsyncContextManager[Sandbox]:
+        """``async with pool.lease() as sandbox:`` acquired, and released however the block ends."""
+        return leased(self, timeout)
 
     async def run(
         self,
