@@ -1,4 +1,4 @@
-"""The ``gem-sandbox`` command: envs, demo, images, doctor, serve, search, bench.
+"""The ``gem-sandbox`` command: envs, demo, images, doctor, serve, ray, search, bench.
 
 Every error a user can cause is answered with one line on stderr, ``gem-sandbox: error: <what
 is wrong>; <how to fix it>``, by :func:`explain`, the one table of them; ``--verbose`` adds the
@@ -34,6 +34,7 @@ EXTRAS = {
     "tenacity": "docker",
     "aiohttp": "service",
     "e2b": "e2b",
+    "ray": "ray",
     "pydantic": "service",
     "prometheus_client": "service",
     "datasets": "math",
@@ -95,6 +96,36 @@ def _serve(args: argparse.Namespace) -> int:
     config = service.load(args.config, overrides=overrides, pool_overrides=pool, token_overrides=args.token)
     anyio.run(service.serve, config)
     return 0
+
+
+def _ray(args: argparse.Namespace) -> int:
+    """``gem-sandbox ray up|status|down``: the pool actors of a set on the cluster, one line a
+    node; fails when a node's actor is not ready (or, for ``up``, when there is no node)."""
+    import time
+
+    from gem_sandbox.sandbox import config
+    from gem_sandbox.sandbox.cluster import NodeSettings, placement
+
+    placement.connect(args.address)
+    if args.action == "down":
+        removed = placement.remove(args.name)
+        for p in removed:
+            print(f"{p.node_id[:8]}  " + (f"killed; its shutdown failed: {p.problem}" if p.problem else "removed"))
+        return EXIT_FAILURE if any(p.problem for p in removed) else 0
+    if args.action == "status":
+        placed = placement.status(args.name)
+    else:
+        pairs = (_pair(text, "--pool") for text in args.pool)
+        options = {name: config.parse_option(name, raw) for name, raw in pairs}
+        node_settings = NodeSettings(args.backend, options, args.lease_ttl)
+        placed = placement.place(args.name, node_settings, resource=args.resource)
+        while args.watch:  # place on nodes as they join, until interrupted
+            print(placement.table(placed), flush=True)
+            time.sleep(args.watch)
+            placed = placement.place(args.name, node_settings, resource=args.resource)
+    print(placement.table(placed) if placed else f"no pool actor of {args.name!r}")
+    failed = [p for p in placed if p.state != "ready"]
+    return EXIT_FAILURE if failed or (args.action == "up" and not placed) else 0
 
 
 def _pair(text: str, flag: str) -> tuple[str, str]:
@@ -167,6 +198,17 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(func=_serve)
 
+    ray = sub.add_parser("ray", help="sandbox pools across a Ray cluster: one pool actor per node; see docs/scale-out.md")
+    ray.add_argument("action", choices=("up", "status", "down"), help="place the pool actors, show them, or remove them")
+    ray.add_argument("--name", default="default", help="the set of pool actors (GEM_SANDBOX_RAY names it to runtimes)")
+    ray.add_argument("--address", help="the cluster to join (default: RAY_ADDRESS, else this machine's `ray start`)")
+    ray.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="up: each node's backend (default: auto)")
+    ray.add_argument("--pool", action="append", default=[], metavar="NAME=VALUE", help="up: a pool option, e.g. max_size=16; repeat")
+    ray.add_argument("--lease-ttl", type=float, default=120.0, metavar="SECONDS", help="up: a lease's life without a word from its client")
+    ray.add_argument("--resource", help="up: only nodes that have this Ray resource (e.g. one given with `ray start --resources`)")
+    ray.add_argument("--watch", type=float, default=0.0, metavar="SECONDS", help="up: keep placing on nodes that join, every SECONDS")
+    ray.set_defaults(func=_ray)
+
     from gem_sandbox.search.cli import add_search_commands
 
     add_search_commands(sub)
@@ -195,6 +237,8 @@ def explain(exc: BaseException) -> str | None:
             f"no Docker daemon answers at {where} ({exc}); start it (`systemctl start docker`, "
             "or `dockerd` as root) or set DOCKER_HOST to where it listens"
         )
+    if isinstance(exc, ConnectionError) and "ray" in sys.modules:  # ray.init found no cluster
+        return f"no Ray cluster to join: {exc}; start one with `ray start --head`, or pass --address"
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
         return f"the port is in use ({exc.strerror}); stop what holds it or choose another with --port"
     if isinstance(exc, FileNotFoundError) and exc.filename:

@@ -22,6 +22,7 @@ from gem_sandbox.sandbox.errors import SandboxError
 
 DOCKER_EXTRA = "pip install 'gem-sandbox[docker]'"  # the docker backend: docker, tenacity
 SERVICE_EXTRA = "pip install 'gem-sandbox[service]'"  # search serve, the search tool's server mode
+RAY_EXTRA = "pip install 'gem-sandbox[ray]'"  # pools across a Ray cluster
 # Why a backend that passed its check was chosen, as the backend line says it.
 _WHY_IT_RUNS = {
     "docker": "the daemon answers and the image is built",
@@ -29,7 +30,7 @@ _WHY_IT_RUNS = {
     "process": "NOT isolated: sandbox code runs as plain host processes",
 }
 # The checks without which no sandbox opens; the others only limit what is available.
-REQUIRED = ("python", "settings", "backend")
+REQUIRED = ("python", "settings", "backend", "ray")  # ray: fails only when GEM_SANDBOX_RAY is set
 _BACKEND_VARIABLE = config.ENV_PREFIX + "BACKEND"
 
 
@@ -152,6 +153,30 @@ def _service() -> Check:
     return Check("service", True, f"aiohttp {version}: `search serve` and search over HTTP work")
 
 
+def _ray() -> Check:
+    """With ``GEM_SANDBOX_RAY`` set, runtimes lease from that set of pool actors: each must
+    answer. Without it, only whether Ray is there to scale out with."""
+    pools = config.ray_pools()
+    installed = importlib.util.find_spec("ray") is not None
+    if pools is None:
+        detail = f"ray {importlib.metadata.version('ray')}" if installed else "ray is not installed"
+        return Check("ray", True, f"{detail}; {config.RAY_VARIABLE} is not set, so no runtime uses a Ray cluster")
+    if not installed:
+        return Check("ray", False, f"{config.RAY_VARIABLE}={pools} needs ray", RAY_EXTRA)
+    from gem_sandbox.sandbox.cluster import placement
+
+    try:
+        placement.connect()
+    except ConnectionError as exc:
+        return Check("ray", False, f"no Ray cluster to join: {exc}", "start one (`ray start --head`) or set RAY_ADDRESS")
+    placed = placement.status(pools)
+    up = [p for p in placed if p.state == "ready"]
+    states = "; ".join(f"{p.address}: {p.state}" for p in placed) or "none placed"
+    if not up:
+        return Check("ray", False, f"no pool actor of {pools!r} answers ({states})", f"gem-sandbox ray up --name {pools}")
+    return Check("ray", True, f"{len(up)} of {len(placed)} pool actors of {pools!r} answer: {states}")
+
+
 def _settings() -> Check:
     try:
         config.pool_config()  # parses and checks every GEM_SANDBOX_* variable
@@ -214,6 +239,7 @@ _CHECKS: list[tuple[str, Callable[[], Check]]] = [
     ("image", _sandbox_image),
     ("bubblewrap", _bubblewrap),
     ("service", _service),
+    ("ray", _ray),
     ("settings", _settings),
     ("variables", _variables),
     ("backend", _backend),

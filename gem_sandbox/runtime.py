@@ -13,11 +13,12 @@ events and streams belong to one loop), and says so. Sync code never opens one o
 directly: :mod:`gem_sandbox.sync` hosts runtimes for it (the process default among them).
 
 A runtime is one pool, opened at the first call that needs a sandbox: a
-:class:`~gem_sandbox.sandbox.pool.SandboxPool` on one backend, or, given a service URL (or
+:class:`~gem_sandbox.sandbox.pool.SandboxPool` on one backend; given a service URL (or
 ``GEM_SANDBOX_URL``), a :class:`~gem_sandbox.sandbox.remote.RemotePool` whose sandboxes are
-leases on the pool service (docs/service.md); plus an HTTP session for tools that talk to
-servers (the search tool). The e2b and Ray runtimes of later issues keep this interface and
-change what is behind it.
+leases on the pool service (docs/service.md); given the name of a set of pool actors on a Ray
+cluster (or ``GEM_SANDBOX_RAY``), a :class:`~gem_sandbox.sandbox.cluster.RayPool` that leases
+across the cluster's nodes (docs/scale-out.md). Plus an HTTP session for tools that talk to
+servers (the search tool).
 """
 
 from __future__ import annotations
@@ -43,10 +44,13 @@ from gem_sandbox.sandbox.result import ExecResult
 if TYPE_CHECKING:
     import aiohttp
 
+    from gem_sandbox.sandbox.cluster import RayPool, RaySandbox
     from gem_sandbox.sandbox.remote import RemotePool, RemoteSandbox
 
-#: What a runtime leases: a sandbox of its own pool, or one held on the pool service.
-LeasedSandbox: TypeAlias = "Sandbox | RemoteSandbox"
+#: What a runtime leases: a sandbox of its own pool, one held on the pool service, or one on a
+#: node of a Ray cluster.
+LeasedSandbox: TypeAlias = "Sandbox | RemoteSandbox | RaySandbox"
+AnyPool: TypeAlias = "SandboxPool | RemotePool | RayPool"
 
 
 class RuntimeState(str, enum.Enum):
@@ -71,8 +75,11 @@ class Runtime:
 
     ``url`` (instead of a backend) runs everything on the pool service there, as ``token``;
     with neither given, ``GEM_SANDBOX_URL`` does the same (see
-    :func:`~gem_sandbox.sandbox.config.service_endpoint`). The service's settings size its
-    pool; of this runtime's, ``run_timeout`` and ``acquire_timeout`` apply.
+    :func:`~gem_sandbox.sandbox.config.service_endpoint`). ``ray`` (instead of either) names
+    the set of pool actors on the Ray cluster this process is in (``gem-sandbox ray up``),
+    joining it with ``ray.init(address="auto")`` if it has not; ``GEM_SANDBOX_RAY`` does the
+    same. The service's or the pool actors' settings size the pools; of this runtime's,
+    ``run_timeout`` and ``acquire_timeout`` apply.
     """
 
     def __init__(
@@ -82,27 +89,36 @@ class Runtime:
         *,
         url: str | None = None,
         token: str | None = None,
+        ray: str | None = None,
         **options: Any,
     ) -> None:
-        if url is not None and backend is not None:
-            raise ConfigError(f"give a runtime a backend ({backend!r}) or a service url, not both")
-        if url is None and backend is None and (endpoint := settings.service_endpoint()) is not None:
-            url, token = endpoint[0], token or endpoint[1]
+        given = {"a backend": backend, "a service url": url, "Ray pools": ray}
+        if sum(value is not None for value in given.values()) > 1:
+            named = " and ".join(f"{what} ({value!r})" for what, value in given.items() if value is not None)
+            raise ConfigError(f"give a runtime one of a backend, a service url or Ray pools, not {named}")
+        if url is None and backend is None and ray is None:
+            endpoint, ray = settings.service_endpoint(), settings.ray_pools()
+            if endpoint is not None and ray is not None:
+                raise ConfigError(
+                    f"{settings.URL_VARIABLE} and {settings.RAY_VARIABLE} are both set; unset one of them"
+                )
+            if endpoint is not None:
+                url, token = endpoint[0], token or endpoint[1]
         self.config = settings.with_options(config or settings.pool_config(), options)
         self._backend = backend if isinstance(backend, Backend) else None
         self._backend_name = None if isinstance(backend, Backend) else backend
         if self._backend_name not in (None, "auto"):
             settings.backend_class(self._backend_name)  # a bad name fails here, not at open
-        self._url, self._token = url, token
+        self._url, self._token, self._ray = url, token, ray
         self.state = RuntimeState.NEW
-        self._pool: SandboxPool | RemotePool | None = None
+        self._pool: AnyPool | None = None
         self._pool_lock: anyio.Lock | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._loop: object = None
         self._http: aiohttp.ClientSession | None = None
 
     def __repr__(self) -> str:
-        backend = self.backend or ("remote" if self._url else self._backend_name or "auto")
+        backend = self.backend or ("remote" if self._url else "ray" if self._ray else self._backend_name or "auto")
         return f"<Runtime {backend} {self.state.value}>"
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -132,7 +148,7 @@ class Runtime:
             await self._tg.__aexit__(None, None, None)
             self.state = RuntimeState.CLOSED
 
-    async def pool(self) -> SandboxPool | RemotePool:
+    async def pool(self) -> AnyPool:
         """The pool, opened on first use: a runtime that only serves HTTP tools never probes a
         backend, launches a sandbox or connects to a service. Raises
         :class:`BackendNotAvailable` when the backend cannot run here."""
@@ -147,7 +163,7 @@ class Runtime:
                     self._pool = pool
         return self._pool
 
-    async def _make_pool(self) -> SandboxPool | RemotePool:
+    async def _make_pool(self) -> AnyPool:
         if self._url is not None:
             try:
                 from gem_sandbox.sandbox.remote import RemotePool
@@ -156,13 +172,21 @@ class Runtime:
                     f"the remote runtime cannot be imported: {exc} (pip install 'gem-sandbox[service]')"
                 ) from exc
             return RemotePool(self._url, self._token, self.config)
+        if self._ray is not None:
+            try:
+                from gem_sandbox.sandbox.cluster import RayPool
+            except ImportError as exc:
+                raise BackendNotAvailable(
+                    f"the Ray runtime cannot be imported: {exc} (pip install 'gem-sandbox[ray]')"
+                ) from exc
+            return RayPool(self._ray, self.config)
         backend = self._backend
         if backend is None:  # probing a backend runs programs (bwrap, the Docker API)
             backend = await anyio.to_thread.run_sync(settings.make_backend, self._backend_name)
         return SandboxPool(backend, self.config)
 
     @staticmethod
-    async def _hold(pool: SandboxPool | RemotePool, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def _hold(pool: AnyPool, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         async with pool:
             task_status.started()
             await anyio.sleep_forever()
@@ -171,7 +195,7 @@ class Runtime:
     @property
     def backend(self) -> str | None:
         """The name of the backend the sandboxes run on, once the pool is open (``"remote"``
-        on the pool service)."""
+        on the pool service, ``"ray"`` on a Ray cluster)."""
         return self._pool.backend.name if self._pool is not None else None
 
     async def run(

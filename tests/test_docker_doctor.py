@@ -29,7 +29,7 @@ def by_name() -> dict[str, doctor.Check]:
 def test_doctor_reports_every_check_with_a_fix_for_each_failure() -> None:
     results = doctor.checks()
     assert [c.name for c in results] == [
-        "python", "docker", "image", "bubblewrap", "service", "settings", "variables", "backend"
+        "python", "docker", "image", "bubblewrap", "service", "ray", "settings", "variables", "backend"
     ]
     assert all(c.detail for c in results)
     assert all(c.fix for c in results if not c.ok)

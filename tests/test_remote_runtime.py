@@ -60,7 +60,7 @@ def closed_port_url() -> str:
 
 
 def test_a_runtime_takes_a_backend_or_a_url_not_both():
-    with pytest.raises(ConfigError, match="not both"):
+    with pytest.raises(ConfigError, match="not a backend .'local'. and a service url"):
         Runtime("local", url="http://127.0.0.1:8080")
 
 

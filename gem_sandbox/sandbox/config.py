@@ -10,7 +10,8 @@ docs/configuration.md tabulates them. A bad value or an unknown name raises
 about. ``backend="auto"`` takes Docker when a daemon answers and the sandbox image is built,
 else the local bubblewrap sandbox. The unisolated ``process`` backend is only ever chosen by name.
 ``GEM_SANDBOX_URL`` sends runtimes that are given no backend to a pool service instead
-(:func:`service_endpoint`, docs/service.md).
+(:func:`service_endpoint`, docs/service.md), and ``GEM_SANDBOX_RAY`` to the pool actors of a
+Ray cluster (:func:`ray_pools`, docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -57,9 +58,11 @@ OTHER_VARIABLES = {
     "GEM_SANDBOX_TEST_HOST_SECRET": "tests: a host variable that must never reach a sandbox (test_docker_hardening.py)",
     "GEM_SANDBOX_URL": "the pool service that runtimes given no backend use (runtime.py, docs/service.md)",
     "GEM_SANDBOX_SERVICE_TOKEN": "the token sent to GEM_SANDBOX_URL's service (runtime.py, docs/service.md)",
+    "GEM_SANDBOX_RAY": "the Ray cluster's pool actors that runtimes given no backend use (runtime.py, docs/scale-out.md)",
 }
 URL_VARIABLE = ENV_PREFIX + "URL"
 SERVICE_TOKEN_VARIABLE = ENV_PREFIX + "SERVICE_TOKEN"
+RAY_VARIABLE = ENV_PREFIX + "RAY"
 
 #: The pool service's settings (``gem-sandbox serve``), read by gem_sandbox/service/config.py.
 SERVICE_PREFIX = ENV_PREFIX + "SERVE_"
@@ -131,6 +134,14 @@ def service_endpoint() -> tuple[str, str | None] | None:
     if not url or _backend_name is not None:
         return None
     return url, os.environ.get(SERVICE_TOKEN_VARIABLE) or None
+
+
+def ray_pools() -> str | None:
+    """The set of pool actors on the Ray cluster that a runtime given no backend uses:
+    ``GEM_SANDBOX_RAY`` (docs/scale-out.md), unless :func:`configure` named a backend."""
+    if _backend_name is not None:
+        return None
+    return os.environ.get(RAY_VARIABLE) or None
 
 
 def make_backend(name: str | None = None) -> Backend:
