@@ -13,7 +13,9 @@ right beside what they are compared with:
 * ``vector``: env stepping (see :mod:`.vector_envs`);
 * ``tools``: 1,000 concurrent tool-using episodes vs gem-llm's own (see :mod:`.tool_throughput`);
 * ``service``: ``/run_code`` through the pool service vs a direct pool call (see :mod:`.service`);
-* ``e2b``: the e2b SDK against the service's e2b-compatible endpoint vs the pool (see :mod:`.e2b`).
+* ``e2b``: the e2b SDK against the service's e2b-compatible endpoint vs the pool (see :mod:`.e2b`);
+* ``ray``: calls through the Ray runtime on a cluster of one and two nodes vs the same pool used
+  directly (see :mod:`.ray_cluster`).
 """
 
 from __future__ import annotations
@@ -362,6 +364,12 @@ def bench_e2b() -> list[Row]:
     return run()
 
 
+def bench_ray() -> list[Row]:
+    from .ray_cluster import run
+
+    return run()
+
+
 BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "local": lambda: anyio.run(bench_local),
     "docker": lambda: anyio.run(bench_docker),
@@ -369,6 +377,7 @@ BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "tools": bench_tools,
     "service": bench_service,
     "e2b": bench_e2b,
+    "ray": bench_ray,
 }
 
 
