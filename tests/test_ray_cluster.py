@@ -131,6 +131,16 @@ def test_ray_up_places_one_pool_actor_per_node_and_placing_again_keeps_them(clus
     assert placement.pool_actors(name) == []
 
 
+def test_placing_with_a_resource_takes_only_the_nodes_that_have_it(cluster: LoopbackCluster):
+    name = f"res{os.getpid()}"
+    try:
+        placed = placement.place(name, NodeSettings("local", {"max_size": 1}), resource="loopback_3")
+        assert [(p.address, p.state) for p in placed] == [(OTHER, "ready")]
+        assert list(nodes_of(name)) == [OTHER]
+    finally:
+        placement.remove(name)
+
+
 def test_a_bad_pool_option_fails_ray_up_before_it_reaches_the_cluster(cluster: LoopbackCluster):
     command = [sys.executable, "-m", "gem_sandbox.cli", "ray", "up", "--pool", "max_sise=4"]
     done = subprocess.run(command, env={**os.environ, **cluster.environment()}, capture_output=True, text=True, timeout=60)
