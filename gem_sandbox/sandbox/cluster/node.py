@@ -16,6 +16,7 @@ is how clients choose where the next one goes without polling.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -26,6 +27,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import ray
 
 from gem_sandbox.sandbox import config as settings
 from gem_sandbox.sandbox.client import Sandbox
@@ -89,6 +91,7 @@ class NodePool:
         self._stop: anyio.Event | None = None
         self._closed: anyio.Event | None = None
         self._failure: BaseException | None = None  # why the pool could not open
+        self._serving: asyncio.Task[None] | None = None
         self._expired = 0
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -101,8 +104,6 @@ class NodePool:
 
     def describe(self) -> dict[str, Any]:
         """This actor's node, backend, size, free room, and its pool's counters."""
-        import ray
-
         pool = self.pool
         statistics = pool.statistics().as_dict() if pool is not None else {}
         return {
@@ -132,7 +133,9 @@ class NodePool:
     async def _open(self) -> SandboxPool:
         if self._opened is None:
             self._opened, self._stop, self._closed = anyio.Event(), anyio.Event(), anyio.Event()
-            _spawn(self._serve())
+            # The pool's task, the actor's for its whole life: an actor has no task group to
+            # start it in, so it holds the task itself (the loop keeps only weak references).
+            self._serving = asyncio.get_running_loop().create_task(self._serve())
         await self._opened.wait()
         if self.pool is None:
             raise PoolClosed(f"the pool of {self.pools} on this node is not open: {self._failure!r}")
@@ -237,17 +240,4 @@ class NodePool:
         if pool is None:
             return 0
         return pool.config.max_size - pool.statistics().leased
-
-
-_tasks: set[Any] = set()
-
-
-def _spawn(coroutine: Any) -> None:
-    """The pool's task, owned by the actor for its whole life (an actor has no task group of
-    its own to start it in); kept referenced so the loop does not drop it."""
-    import asyncio
-
-    task = asyncio.get_running_loop().create_task(coroutine)
-    _tasks.add(task)
-    task.add_done_callback(_tasks.discard)
 

@@ -23,8 +23,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from gem_sandbox.sandbox.cluster.node import NAMESPACE, NodePool, NodeSettings, actor_name
 
-log = logging.getLogger(__name__)
-
 MAX_CONCURRENCY = 10_000  # calls one pool actor serves at once (each waits on a sandbox)
 SHUTDOWN_TIMEOUT = 60.0  # seconds a pool actor has to kill its sandboxes before it is killed
 
@@ -128,17 +126,13 @@ def _answer(placed: Placed, ref: Any, timeout: float) -> Placed:
     try:
         answer = ray.get(ref, timeout=timeout)
     except GetTimeoutError:
-        return _with(placed, problem=f"no answer within {timeout:.0f}s")
+        return dataclasses.replace(placed, problem=f"no answer within {timeout:.0f}s")
     except RayError as exc:
         cause = getattr(exc, "cause", None) or exc
-        return _with(placed, problem=str(cause).strip().splitlines()[-1] if str(cause).strip() else repr(cause))
+        return dataclasses.replace(placed, problem=str(cause).strip().splitlines()[-1] if str(cause).strip() else repr(cause))
     if not isinstance(answer, dict):
         return placed
-    return _with(placed, described=answer, address=answer.get("address", placed.address))
-
-
-def _with(placed: Placed, **changes: Any) -> Placed:
-    return dataclasses.replace(placed, **changes)
+    return dataclasses.replace(placed, described=answer, address=answer.get("address", placed.address))
 
 
 def table(placed: Sequence[Placed]) -> str:
