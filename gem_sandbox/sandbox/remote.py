@@ -22,7 +22,6 @@ import re
 import time
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +37,7 @@ from tenacity import (
 )
 
 from gem_sandbox.agent.protocol import text_bytes
-from gem_sandbox.sandbox.client import CONTROL_TIMEOUT, Sandbox
+from gem_sandbox.sandbox.client import CONTROL_TIMEOUT
 from gem_sandbox.sandbox.errors import (
     BackendNotAvailable,
     FileTransferError,
@@ -53,8 +52,9 @@ from gem_sandbox.sandbox.errors import (
     UnsafePath,
     UnsupportedLanguage,
 )
+from gem_sandbox.sandbox.held import HeldPool, HeldSandbox
 from gem_sandbox.sandbox.limits import RunLimits
-from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics, leased
+from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox.sandbox.result import ExecResult
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,6 @@ CONNECT_TIMEOUT = 10.0  # seconds to open a connection to the service
 ATTEMPTS = 5  # tries of one logical request
 RETRY_WINDOW = 60.0  # seconds of retrying a request gets beyond its own wait
 MAX_RETRY_AFTER = 10.0  # the longest ``Retry-After`` honoured before the next try
-CLOSE_TIMEOUT = 10.0  # seconds closing the pool gives the service to end this client's leases
 #: Answers saying the service did nothing and when to come back: the body did not arrive (408),
 #: a quota (429), no sandbox in time or shutting down (503), or a gateway in front of it.
 RETRIED_STATUSES = frozenset({408, 429, 502, 503, 504})
@@ -112,7 +111,7 @@ class _ComeBack(Exception):
         self.answer = answer
 
 
-class RemotePool:
+class RemotePool(HeldPool["RemoteSandbox"]):
     """``async with RemotePool(url, token, config) as pool:`` sandboxes of the pool service at
     ``url``, with what :class:`~gem_sandbox.runtime.Runtime` uses of a
     :class:`~gem_sandbox.sandbox.pool.SandboxPool`.
@@ -124,14 +123,13 @@ class RemotePool:
     """
 
     def __init__(self, url: str, token: str | None = None, config: PoolConfig | None = None) -> None:
+        super().__init__()
         self.config = config or PoolConfig()
         self._base = url.rstrip("/")
         self.backend = RemoteBackend(_TOKEN_IN_PATH.sub("", self._base))  # public routes are not under /t/
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
-        self._leased: dict[str, RemoteSandbox] = {}  # id -> sandbox, the leases this client holds
-        self._leases = 0
 
     def __repr__(self) -> str:
         return f"<RemotePool {self.backend.url} {len(self._leased)} leased>"
@@ -148,20 +146,15 @@ class RemotePool:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """End the leases this client holds (within :data:`CLOSE_TIMEOUT`; the service's lease
-        TTL ends any it could not), then close the connections. Idempotent."""
+        """End the leases this client holds (within :data:`~gem_sandbox.sandbox.held.CLOSE_TIMEOUT`;
+        the service's lease TTL ends any it could not), then close the connections. Idempotent."""
         if self._closed:
             return
         self._closed = True
         if self._session is None:
             return
-        leased, self._leased = list(self._leased.values()), {}
+        await self._end_all("the pool was closed")
         with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(CLOSE_TIMEOUT):
-                async with anyio.create_task_group() as tg:
-                    for sandbox in leased:
-                        sandbox.end("the pool was closed")
-                        tg.start_soon(self._end, sandbox)
             await self._session.close()
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
@@ -176,11 +169,6 @@ class RemotePool:
                     pass
                 await anyio.sleep(0.1)
 
-    def statistics(self) -> PoolStatistics:
-        """What this client did: the leases it took and those it holds (the service's own
-        pool is on its ``/metrics``)."""
-        return dataclasses.replace(PoolStatistics.empty(), leases=self._leases, leased=len(self._leased))
-
     # -- leases and runs ---------------------------------------------------------------
     async def acquire(self, timeout: float | None = None) -> RemoteSandbox:
         """A sandbox of the service's, leased until :meth:`release`. The service's 429s and
@@ -192,26 +180,7 @@ class RemotePool:
         answer = await self._request("POST", "/v1/sandboxes", {}, wait=limit + MARGIN, budget=limit)
         if answer.status != 201:
             raise _error(answer, "leasing a sandbox")
-        sandbox = RemoteSandbox(self, answer.body)
-        self._leased[sandbox.id] = sandbox
-        self._leases += 1
-        return sandbox
-
-    async def release(self, sandbox: Sandbox | RemoteSandbox) -> None:
-        """End a lease; the service resets its sandbox for the next tenant. Ending one twice,
-        or one the service already ended, is a no-op; one the service cannot be told about
-        is logged and left to its TTL. A sandbox of another pool raises :class:`SandboxError`."""
-        if not isinstance(sandbox, RemoteSandbox) or sandbox.pool is not self:
-            raise SandboxError(f"release() of {sandbox!r}, which {self!r} did not lease")
-        if self._leased.pop(sandbox.id, None) is None:
-            return
-        sandbox.end("released")
-        with anyio.CancelScope(shield=True):
-            await self._end(sandbox)
-
-    def lease(self, timeout: float | None = None) -> AbstractAsyncContextManager[RemoteSandbox]:
-        """``async with pool.lease() as sandbox:`` acquired, and released however the block ends."""
-        return leased(self, timeout)
+        return self._hold(RemoteSandbox(self, answer.body))
 
     async def run(
         self,
@@ -328,7 +297,7 @@ class RemotePool:
         return answer
 
 
-class RemoteSandbox:
+class RemoteSandbox(HeldSandbox):
     """A sandbox leased on the service, with :class:`~gem_sandbox.sandbox.client.Sandbox`'s
     API for tools and envs. Its files, shell sessions and kernels live on the service until the
     lease ends: :meth:`close` (the pool's ``release``), or ``ttl`` seconds after its last
@@ -342,21 +311,10 @@ class RemoteSandbox:
         self.ttl: float = lease["ttl"]
         self.hello: dict[str, Any] = {"languages": list(lease["languages"]), "isolation": lease["isolation"]}
         self.default_timeout = pool.config.run_timeout
-        self.death: str | None = None  # why it is no longer usable, once it is not
 
     def __repr__(self) -> str:
         state = f"dead: {self.death}" if self.death else "alive"
         return f"<RemoteSandbox {self.id} {self.backend} {state}>"
-
-    @property
-    def alive(self) -> bool:
-        """The lease has not ended, as far as this client knows."""
-        return self.death is None
-
-    def end(self, reason: str) -> None:
-        """Mark the lease over (the first reason sticks)."""
-        if self.death is None:
-            self.death = reason
 
     async def run(
         self,

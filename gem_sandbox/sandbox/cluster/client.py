@@ -20,11 +20,9 @@ sandbox layer's own errors, come back as raised on the node.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +32,7 @@ import anyio.to_thread
 import ray
 from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 
-from gem_sandbox.sandbox.client import CONTROL_TIMEOUT, Sandbox
+from gem_sandbox.sandbox.client import CONTROL_TIMEOUT
 from gem_sandbox.sandbox.cluster import placement
 from gem_sandbox.sandbox.errors import (
     BackendNotAvailable,
@@ -44,8 +42,9 @@ from gem_sandbox.sandbox.errors import (
     SandboxError,
     SandboxUnavailable,
 )
+from gem_sandbox.sandbox.held import HeldPool, HeldSandbox
 from gem_sandbox.sandbox.limits import RunLimits
-from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics, leased
+from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox.sandbox.result import ExecResult
 
 log = logging.getLogger(__name__)
@@ -53,7 +52,6 @@ log = logging.getLogger(__name__)
 MARGIN = 10.0  # seconds past a call's own timeout that its answer may take before it is a fault
 LOOK_INTERVAL = 10.0  # seconds between looks at the cluster for pool actors that came or went
 RELOOK_PAUSE = 1.0  # the least time between two looks asked for because no node was usable
-CLOSE_TIMEOUT = 10.0  # seconds closing the pool gives the nodes to end this client's leases
 
 
 class NodeFault(SandboxError):
@@ -77,7 +75,6 @@ class Node:
     node_id: str
     address: str
     backend: str
-    max_size: int
     lease_ttl: float
     local: bool
     free: int  # room it reported last
@@ -93,7 +90,7 @@ class Node:
         return f"<Node {self.address} {self.node_id[:8]} {self.backend} {state}>"
 
 
-class RayPool:
+class RayPool(HeldPool["RaySandbox"]):
     """``async with RayPool("default", config) as pool:`` the sandboxes of the pool actors
     named ``pools`` on the Ray cluster this process is connected to (``ray.init``, which this
     calls with ``address`` when no one has: ``"auto"`` finds a running cluster, never starts
@@ -103,12 +100,11 @@ class RayPool:
     Needs an asyncio event loop (Ray's). Opened once."""
 
     def __init__(self, pools: str = "default", config: PoolConfig | None = None, *, address: str | None = None) -> None:
+        super().__init__()
         self.config = config or PoolConfig()
         self.backend = RayBackend(pools)
         self._address = address
         self._nodes: dict[str, Node] = {}  # node id -> its pool actor
-        self._leased: dict[str, RaySandbox] = {}  # lease id -> sandbox
-        self._leases = 0
         self._local_node: str | None = None
         self._looked = 0.0
         self._look_lock: anyio.Lock | None = None
@@ -145,19 +141,14 @@ class RayPool:
             await self._tg.__aexit__(None, None, None)
 
     async def aclose(self) -> None:
-        """End this client's leases (within :data:`CLOSE_TIMEOUT`; the nodes' lease TTL ends
-        any it could not) and stop the heartbeat. Idempotent."""
+        """End this client's leases (within :data:`~gem_sandbox.sandbox.held.CLOSE_TIMEOUT`; the
+        nodes' lease TTL ends any it could not) and stop the heartbeat. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        leased, self._leased = list(self._leased.values()), {}
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
-            async with anyio.create_task_group() as tg:
-                for sandbox in leased:
-                    sandbox.end("the pool was closed")
-                    tg.start_soon(self._end, sandbox)
+        await self._end_all("the pool was closed")
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until every node's pool has its ``min_idle`` sandboxes warm; a node that cannot
@@ -181,11 +172,6 @@ class RayPool:
         """The nodes whose pools this client uses now (not those left out after a fault)."""
         return [node for node in self._nodes.values() if node.fault is None]
 
-    def statistics(self) -> PoolStatistics:
-        """What this client did: the leases it took and those it holds (each node's own
-        counters are in ``gem-sandbox ray status``)."""
-        return dataclasses.replace(PoolStatistics.empty(), leases=self._leases, leased=len(self._leased))
-
     # -- leases and runs ---------------------------------------------------------------
     async def acquire(self, timeout: float | None = None) -> RaySandbox:
         """A sandbox on the node with room (the caller's own first), leased until
@@ -207,26 +193,7 @@ class RayPool:
                 continue
             finally:
                 node.pending -= 1
-            sandbox = RaySandbox(self, node, lease)
-            self._leased[sandbox.id] = sandbox
-            self._leases += 1
-            return sandbox
-
-    async def release(self, sandbox: Sandbox | RaySandbox) -> None:
-        """End a lease; its node resets the sandbox for the next tenant. Ending one twice is
-        a no-op; one whose node cannot be told is logged and left to the lease TTL. A sandbox
-        of another pool raises :class:`SandboxError`."""
-        if not isinstance(sandbox, RaySandbox) or sandbox.pool is not self:
-            raise SandboxError(f"release() of {sandbox!r}, which {self!r} did not lease")
-        if self._leased.pop(sandbox.id, None) is None:
-            return
-        sandbox.end("released")
-        with anyio.CancelScope(shield=True):
-            await self._end(sandbox)
-
-    def lease(self, timeout: float | None = None) -> AbstractAsyncContextManager[RaySandbox]:
-        """``async with pool.lease() as sandbox:`` acquired, and released however the block ends."""
-        return leased(self, timeout)
+            return self._hold(RaySandbox(self, node, lease))
 
     async def run(
         self,
@@ -344,7 +311,6 @@ class RayPool:
             node_id=described["node_id"],
             address=described["address"],
             backend=described["backend"] or "?",
-            max_size=described["max_size"],
             lease_ttl=described["lease_ttl"],
             local=described["node_id"] == self._local_node,
             free=described["free"] if described["backend"] else 1,  # a pool its first call opens
@@ -394,7 +360,7 @@ class RayPool:
             raise RuntimeError("use the pool inside 'async with RayPool(...) as pool:'")
 
 
-class RaySandbox:
+class RaySandbox(HeldSandbox):
     """A sandbox leased on a node's pool actor, with :class:`~gem_sandbox.sandbox.client.Sandbox`'s
     API for tools and envs. Its files, shell sessions and kernels live on that node until the
     lease ends (:meth:`close`, the pool's ``release``, or the lease TTL after its client went
@@ -405,24 +371,13 @@ class RaySandbox:
         self.pool = pool
         self.node = node
         self.id: str = lease["id"]
-        self.sandbox_id: str = lease["sandbox"]
         self.backend: str = lease["backend"]
         self.hello: dict[str, Any] = dict(lease["hello"])
         self.default_timeout = pool.config.run_timeout
-        self.death: str | None = None
 
     def __repr__(self) -> str:
         state = f"dead: {self.death}" if self.death else "alive"
         return f"<RaySandbox {self.id} {self.backend} on {self.node.address} {state}>"
-
-    @property
-    def alive(self) -> bool:
-        return self.death is None
-
-    def end(self, reason: str) -> None:
-        """Mark the lease over (the first reason sticks)."""
-        if self.death is None:
-            self.death = reason
 
     async def run(
         self,

@@ -179,7 +179,7 @@ class NodePool:
         sandbox = await pool.acquire(timeout)
         lease_id = secrets.token_urlsafe(12)
         self._leases[lease_id] = _Lease(sandbox, self.settings.lease_ttl)
-        lease = {"id": lease_id, "sandbox": sandbox.id, "backend": pool.backend.name, "hello": dict(sandbox.hello)}
+        lease = {"id": lease_id, "backend": pool.backend.name, "hello": dict(sandbox.hello)}
         return lease, self._free()
 
     async def call(self, lease_id: str, operation: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
