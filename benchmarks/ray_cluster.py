@@ -16,7 +16,7 @@ import os
 import anyio
 
 from gem_sandbox.runtime import Runtime
-from gem_sandbox.sandbox import config
+from gem_sandbox.sandbox import defaults
 
 from .report import Row, percentile
 from .suite import calls_per_second, warm_calls_ms
@@ -50,7 +50,7 @@ def run() -> list[Row]:
     from gem_sandbox.sandbox.cluster import NodeSettings, placement
     from gem_sandbox.sandbox.cluster.loopback import LoopbackCluster
 
-    backend = config.resolve_backend_name("auto")
+    backend = defaults.resolve_backend_name("auto")
     direct, direct_rate = anyio.run(_direct, backend)
     measured = {}
     with LoopbackCluster() as cluster:

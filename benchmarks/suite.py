@@ -293,7 +293,7 @@ async def bench_docker(calls: int = CALLS) -> list[Row]:
     if problem:
         print(f"docker benchmarks skipped: {problem}", file=sys.stderr)
         return []
-    from gem_sandbox.images import default_image
+    from gem_sandbox.sandbox.backends.docker.images import default_image
 
     backend = DockerBackend()
     image = default_image()

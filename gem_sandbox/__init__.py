@@ -18,7 +18,7 @@ from gem_sandbox.__about__ import __version__
 from gem_sandbox.core import Env, EnvWrapper, InvalidAction, ResetNeeded
 from gem_sandbox.registry import EnvSpec, make, make_vec, print_envs, register
 from gem_sandbox.runtime import Runtime
-from gem_sandbox.sandbox import config as _settings
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox.sync import SyncRuntime, close_default_runtime
 
@@ -42,7 +42,7 @@ __all__ = [
 def configure(backend: str | None = None, **options: Any) -> PoolConfig:
     """Choose the sandbox backend (``auto``, ``local``, ``docker``, ``process``) and pool
     options for runtimes opened from now on; the process default, if open, is closed and
-    reopens with them at its next use. See :mod:`gem_sandbox.sandbox.config`."""
-    config = _settings.configure(backend, **options)
+    reopens with them at its next use. See :mod:`gem_sandbox.sandbox.defaults`."""
+    config = defaults.configure(backend, **options)
     close_default_runtime()
     return config

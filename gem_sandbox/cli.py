@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gem_sandbox import __version__
-from gem_sandbox.sandbox.config import BACKEND_CHOICES
+from gem_sandbox.sandbox.defaults import BACKEND_CHOICES
 from gem_sandbox.sandbox.errors import BackendNotAvailable, SandboxError
 
 PROG = "gem-sandbox"
@@ -67,7 +67,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _images(args: argparse.Namespace) -> int:
-    from gem_sandbox import images
+    from gem_sandbox.sandbox.backends.docker import images
 
     tag = images.build(offline=True if args.offline else None, force=args.force)
     print(tag)
@@ -103,7 +103,7 @@ def _ray(args: argparse.Namespace) -> int:
     node; fails when a node's actor is not ready (or, for ``up``, when there is no node)."""
     import time
 
-    from gem_sandbox.sandbox import config
+    from gem_sandbox.sandbox import defaults
     from gem_sandbox.sandbox.cluster import NodeSettings, placement
 
     placement.connect(args.address)
@@ -116,7 +116,7 @@ def _ray(args: argparse.Namespace) -> int:
         placed = placement.status(args.name)
     else:
         pairs = (_pair(text, "--pool") for text in args.pool)
-        options = {name: config.parse_option(name, raw) for name, raw in pairs}
+        options = {name: defaults.parse_option(name, raw) for name, raw in pairs}
         node_settings = NodeSettings(args.backend, options, args.lease_ttl)
         placed = placement.place(args.name, node_settings, resource=args.resource)
         while args.watch:  # place on nodes as they join, until interrupted

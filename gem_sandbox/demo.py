@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import gem_sandbox as gem
 from gem_sandbox.core import Env
-from gem_sandbox.sandbox import config
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.wrappers.factory import get_wrapper_fns
 
 Policy = Callable[[str], Iterator[str]]
@@ -128,9 +128,9 @@ def tool_demo(episodes: int, backend: str) -> None:
 def choose_backend(backend: str | None) -> str:
     """The backend ``backend`` (else the configured one) means here, made the process default.
     Raises ``ConfigError`` for a bad setting or name, ``BackendNotAvailable`` when it cannot run."""
-    config.pool_config()  # parses and checks every GEM_SANDBOX_* variable
-    name = backend or config.backend_name()
-    resolved = config.resolve_backend_name(name)
+    defaults.pool_config()  # parses and checks every GEM_SANDBOX_* variable
+    name = backend or defaults.backend_name()
+    resolved = defaults.resolve_backend_name(name)
     gem.configure(resolved)  # pinned: the tool demo's default runtime cannot resolve differently
     print(f"== sandbox backend: {name} -> {resolved}" if name != resolved else f"== sandbox backend: {name}")
     if resolved == "process":

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gem_sandbox.sandbox import config
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.errors import SandboxError
 
 DOCKER_EXTRA = "pip install 'gem-sandbox[docker]'"  # the docker backend: docker, tenacity
@@ -31,7 +31,7 @@ _WHY_IT_RUNS = {
 }
 # The checks without which no sandbox opens; the others only limit what is available.
 REQUIRED = ("python", "settings", "backend", "ray")  # ray: fails only when GEM_SANDBOX_RAY is set
-_BACKEND_VARIABLE = config.ENV_PREFIX + "BACKEND"
+_BACKEND_VARIABLE = defaults.ENV_PREFIX + "BACKEND"
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def _sandbox_image() -> Check:
         return Check("image", False, "the docker package is not installed", DOCKER_EXTRA)
     import docker
 
-    from gem_sandbox import images
+    from gem_sandbox.sandbox.backends.docker import images
 
     try:
         tag = images.current_tag()
@@ -156,13 +156,13 @@ def _service() -> Check:
 def _ray() -> Check:
     """With ``GEM_SANDBOX_RAY`` set, runtimes lease from that set of pool actors: each must
     answer. Without it, only whether Ray is there to scale out with."""
-    pools = config.ray_pools()
+    pools = defaults.ray_pools()
     installed = importlib.util.find_spec("ray") is not None
     if pools is None:
         detail = f"ray {importlib.metadata.version('ray')}" if installed else "ray is not installed"
-        return Check("ray", True, f"{detail}; {config.RAY_VARIABLE} is not set, so no runtime uses a Ray cluster")
+        return Check("ray", True, f"{detail}; {defaults.RAY_VARIABLE} is not set, so no runtime uses a Ray cluster")
     if not installed:
-        return Check("ray", False, f"{config.RAY_VARIABLE}={pools} needs ray", RAY_EXTRA)
+        return Check("ray", False, f"{defaults.RAY_VARIABLE}={pools} needs ray", RAY_EXTRA)
     from gem_sandbox.sandbox.cluster import placement
 
     try:
@@ -179,28 +179,28 @@ def _ray() -> Check:
 
 def _settings() -> Check:
     try:
-        config.pool_config()  # parses and checks every GEM_SANDBOX_* variable
+        defaults.pool_config()  # parses and checks every GEM_SANDBOX_* variable
     except ValueError as exc:  # ConfigError
         return Check("settings", False, str(exc), "fix or unset the variable")
-    shown = ", ".join(f"{v}={x}" for v, x in sorted(os.environ.items()) if v.startswith(config.ENV_PREFIX))
-    return Check("settings", True, shown or f"defaults (no {config.ENV_PREFIX}* variable is set)")
+    shown = ", ".join(f"{v}={x}" for v, x in sorted(os.environ.items()) if v.startswith(defaults.ENV_PREFIX))
+    return Check("settings", True, shown or f"defaults (no {defaults.ENV_PREFIX}* variable is set)")
 
 
 def _variables() -> Check:
     """A misspelt variable leaves its setting at the default: worth a warning, not a failure."""
-    unknown = config.unknown_variables()
+    unknown = defaults.unknown_variables()
     if unknown:
         return Check("variables", False, "; ".join(unknown.values()), "rename or unset it")
-    return Check("variables", True, f"every {config.ENV_PREFIX}* variable names a setting")
+    return Check("variables", True, f"every {defaults.ENV_PREFIX}* variable names a setting")
 
 
 def _backend() -> Check:
-    name = config.backend_name()
+    name = defaults.backend_name()
     try:
-        resolved = config.resolve_backend_name(name)
+        resolved = defaults.resolve_backend_name(name)
     except (SandboxError, ValueError) as exc:  # nothing can run, or an unknown name (ConfigError)
         return Check("backend", False, f"{name} -> {exc}", _backend_fix(name))
-    passed_over = config.AUTO_ORDER[: config.AUTO_ORDER.index(resolved)] if name == "auto" else ()
+    passed_over = defaults.AUTO_ORDER[: defaults.AUTO_ORDER.index(resolved)] if name == "auto" else ()
     why = "; ".join(f"{c}: {_problem(c)}" for c in passed_over) or _WHY_IT_RUNS[resolved]
     return Check("backend", True, f"{name} -> {resolved} ({why})")
 
@@ -208,16 +208,16 @@ def _backend() -> Check:
 def _problem(backend: str) -> str | None:
     """Why ``backend`` cannot run here (``None``: it can)."""
     try:
-        return config.backend_class(backend).check()
+        return defaults.backend_class(backend).check()
     except SandboxError as exc:  # its module cannot be imported: a missing extra
         return str(exc)
 
 
 def _backend_fix(name: str) -> str:
-    choices = ", ".join(["auto", *config.BACKENDS])
+    choices = ", ".join(["auto", *defaults.BACKENDS])
     if name == "auto":
         return "fix the docker or the bubblewrap check above"
-    if name not in config.BACKENDS:
+    if name not in defaults.BACKENDS:
         return f"set {_BACKEND_VARIABLE} to one of: {choices}"
     return f"fix the checks above, or choose another backend ({_BACKEND_VARIABLE}: {choices})"
 

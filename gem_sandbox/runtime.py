@@ -33,7 +33,7 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
-from gem_sandbox.sandbox import config as settings
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.backends.base import Backend
 from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import BackendNotAvailable, ConfigError, SandboxError
@@ -75,7 +75,7 @@ class Runtime:
 
     ``url`` (instead of a backend) runs everything on the pool service there, as ``token``;
     with neither given, ``GEM_SANDBOX_URL`` does the same (see
-    :func:`~gem_sandbox.sandbox.config.service_endpoint`). ``ray`` (instead of either) names
+    :func:`~gem_sandbox.sandbox.defaults.service_endpoint`). ``ray`` (instead of either) names
     the set of pool actors on the Ray cluster this process is in (``gem-sandbox ray up``),
     joining it with ``ray.init(address="auto")`` if it has not; ``GEM_SANDBOX_RAY`` does the
     same. The service's or the pool actors' settings size the pools; of this runtime's,
@@ -97,18 +97,18 @@ class Runtime:
             named = " and ".join(f"{what} ({value!r})" for what, value in given.items() if value is not None)
             raise ConfigError(f"give a runtime one of a backend, a service url or Ray pools, not {named}")
         if url is None and backend is None and ray is None:
-            endpoint, ray = settings.service_endpoint(), settings.ray_pools()
+            endpoint, ray = defaults.service_endpoint(), defaults.ray_pools()
             if endpoint is not None and ray is not None:
                 raise ConfigError(
-                    f"{settings.URL_VARIABLE} and {settings.RAY_VARIABLE} are both set; unset one of them"
+                    f"{defaults.URL_VARIABLE} and {defaults.RAY_VARIABLE} are both set; unset one of them"
                 )
             if endpoint is not None:
                 url, token = endpoint[0], token or endpoint[1]
-        self.config = settings.with_options(config or settings.pool_config(), options)
+        self.config = defaults.with_options(config or defaults.pool_config(), options)
         self._backend = backend if isinstance(backend, Backend) else None
         self._backend_name = None if isinstance(backend, Backend) else backend
         if self._backend_name not in (None, "auto"):
-            settings.backend_class(self._backend_name)  # a bad name fails here, not at open
+            defaults.backend_class(self._backend_name)  # a bad name fails here, not at open
         self._url, self._token, self._ray = url, token, ray
         self.state = RuntimeState.NEW
         self._pool: AnyPool | None = None
@@ -182,7 +182,7 @@ class Runtime:
             return RayPool(self._ray, self.config)
         backend = self._backend
         if backend is None:  # probing a backend runs programs (bwrap, the Docker API)
-            backend = await anyio.to_thread.run_sync(settings.make_backend, self._backend_name)
+            backend = await anyio.to_thread.run_sync(defaults.make_backend, self._backend_name)
         return SandboxPool(backend, self.config)
 
     @staticmethod

@@ -55,7 +55,7 @@ def docker_client() -> Iterator[docker.DockerClient]:
 @pytest.fixture(scope="session")
 def sandbox_image(docker_client: docker.DockerClient) -> str:
     """The image for the current tree (a no-op when it is built already, as in CI)."""
-    from gem_sandbox import images
+    from gem_sandbox.sandbox.backends.docker import images
 
     started = time.monotonic()
     try:

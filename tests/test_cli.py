@@ -20,7 +20,7 @@ import pytest
 import gem_sandbox
 from gem_sandbox import cli
 from gem_sandbox.demo import UNISOLATED_WARNING
-from gem_sandbox.sandbox import config
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.errors import BackendNotAvailable
 
 NO_DAEMON = {"DOCKER_HOST": "unix:///nonexistent.sock"}
@@ -38,7 +38,7 @@ sys.exit(main(sys.argv[2:]))
 
 
 def run(cwd: Path, *args: str, env: dict[str, str] | None = None, code: str | None = None) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(config.ENV_PREFIX)}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(defaults.ENV_PREFIX)}
     argv = [sys.executable, "-c", code] if code else [sys.executable, "-m", "gem_sandbox.cli"]
     return subprocess.run(
         [*argv, *args], env={**clean, **(env or {})}, cwd=cwd, capture_output=True, text=True, timeout=120
@@ -165,7 +165,7 @@ def test_an_unknown_backend_fails_before_anything_plays(tmp_path: Path) -> None:
     result = run(tmp_path, "demo", env={"GEM_SANDBOX_BACKEND": "bogus"})
     assert result.returncode == 1 and result.stdout == ""
     line = error_line(result)
-    assert "'bogus'" in line and all(name in line for name in ("auto", *config.BACKENDS))
+    assert "'bogus'" in line and all(name in line for name in ("auto", *defaults.BACKENDS))
 
 
 def test_a_bad_setting_fails_before_anything_plays(tmp_path: Path) -> None:
@@ -191,7 +191,7 @@ def test_the_process_backend_warns_that_it_is_not_isolated(
 
 def test_doctor_says_which_backend_auto_picks_here(tmp_path: Path) -> None:
     try:
-        expected = config.resolve_backend_name("auto")
+        expected = defaults.resolve_backend_name("auto")
     except BackendNotAvailable as exc:
         pytest.skip(f"no isolating backend runs here: {exc}")
     result = run(tmp_path, "doctor")

@@ -14,7 +14,7 @@ import pytest
 import gem_sandbox
 from gem_sandbox.agent.limits import DEFAULTS as AGENT_LIMIT_DEFAULTS
 from gem_sandbox.runtime import Runtime
-from gem_sandbox.sandbox import config
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.backends.base import SandboxSpec
 from gem_sandbox.sandbox.backends.local import LocalBackend
 from gem_sandbox.sandbox.errors import BackendNotAvailable, ConfigError
@@ -29,19 +29,19 @@ CLASSES = (PoolConfig, SandboxSpec, RunLimits)
 
 @pytest.fixture(autouse=True)
 def fresh_settings(monkeypatch):
-    monkeypatch.setattr(config, "_backend_name", None)
-    monkeypatch.setattr(config, "_pool_config", None)
-    monkeypatch.setattr(config, "_warned", set())
-    for variable in config.VARIABLES:
+    monkeypatch.setattr(defaults, "_backend_name", None)
+    monkeypatch.setattr(defaults, "_pool_config", None)
+    monkeypatch.setattr(defaults, "_warned", set())
+    for variable in defaults.VARIABLES:
         monkeypatch.delenv(variable, raising=False)
-    monkeypatch.delenv(config.BACKEND_VARIABLE, raising=False)
+    monkeypatch.delenv(defaults.BACKEND_VARIABLE, raising=False)
 
 
 def test_configure_sets_pool_spec_and_limit_options_in_one_call():
     cfg = gem_sandbox.configure(backend="local", max_size=3, memory_mb=512, run_memory_mb=256, max_output_bytes=1000)
     assert (cfg.max_size, cfg.spec.memory_mb) == (3, 512)
     assert (cfg.limits.run_memory_mb, cfg.limits.max_output_bytes) == (256, 1000)
-    assert config.backend_name() == "local" and config.pool_config() is cfg
+    assert defaults.backend_name() == "local" and defaults.pool_config() is cfg
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_configure_checks_everything_before_changing_anything():
     before = gem_sandbox.configure(backend="process", max_size=3)
     with pytest.raises(ConfigError, match="memory_mb must be an int >= 64, got 1"):
         gem_sandbox.configure(backend="local", max_size=5, memory_mb=1)
-    assert config.pool_config() is before and config.backend_name() == "process"
+    assert defaults.pool_config() is before and defaults.backend_name() == "process"
 
 
 def test_a_runtime_checks_its_options_when_it_is_made():
@@ -105,7 +105,7 @@ def test_a_runtime_checks_its_options_when_it_is_made():
 def test_an_unknown_option_lists_the_valid_ones_and_the_closest():
     with pytest.raises(ConfigError) as caught:
         gem_sandbox.configure(max_sise=3)
-    valid = ", ".join(sorted([*config.OPTIONS, "backend"]))
+    valid = ", ".join(sorted([*defaults.OPTIONS, "backend"]))
     assert str(caught.value) == f"unknown sandbox option 'max_sise'; did you mean 'max_size'? Valid options: {valid}"
     with pytest.raises(ConfigError, match="^unknown sandbox option 'xyzzy'. Valid options: acquire_timeout, "):
         gem_sandbox.configure(xyzzy=3)
@@ -116,7 +116,7 @@ def test_unknown_backends_are_refused_in_code_and_in_the_environment(monkeypatch
         gem_sandbox.configure(backend="podman")
     monkeypatch.setenv("GEM_SANDBOX_BACKEND", "podman")
     with pytest.raises(ConfigError, match="unknown backend 'podman' in GEM_SANDBOX_BACKEND"):
-        config.pool_config()
+        defaults.pool_config()
 
 
 def test_the_field_names_of_the_three_classes_are_disjoint():
@@ -131,8 +131,8 @@ def test_environment_variables_configure_before_any_call(monkeypatch):
     monkeypatch.setenv("GEM_SANDBOX_CPUS", "1.5")
     monkeypatch.setenv("GEM_SANDBOX_RUN_TIMEOUT", "2.5")
     monkeypatch.setenv("GEM_SANDBOX_RUN_MEMORY_MB", "0")
-    cfg = config.pool_config()
-    assert config.backend_name() == "process"
+    cfg = defaults.pool_config()
+    assert defaults.backend_name() == "process"
     assert (cfg.max_size, cfg.spec.cpus, cfg.run_timeout, cfg.limits.run_memory_mb) == (5, 1.5, 2.5, 0)
 
 
@@ -140,7 +140,7 @@ def test_environment_values_are_parsed_by_the_setting_type(monkeypatch):
     monkeypatch.setenv("GEM_SANDBOX_IMAGE", "my-image:1")
     monkeypatch.setenv("GEM_SANDBOX_CPU_SECONDS", "none")
     monkeypatch.setenv("GEM_SANDBOX_MIN_IDLE", "")
-    cfg = config.pool_config()
+    cfg = defaults.pool_config()
     assert (cfg.spec.image, cfg.limits.cpu_seconds, cfg.min_idle) == ("my-image:1", None, None)
 
 
@@ -157,7 +157,7 @@ def test_environment_values_are_parsed_by_the_setting_type(monkeypatch):
 def test_a_malformed_environment_value_names_its_variable(monkeypatch, variable: str, raw: str, message: str):
     monkeypatch.setenv(variable, raw)
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
-        config.pool_config()
+        defaults.pool_config()
 
 
 def test_a_misspelt_variable_is_warned_about_once_at_the_callers_line(monkeypatch):
@@ -172,19 +172,19 @@ def test_a_misspelt_variable_is_warned_about_once_at_the_callers_line(monkeypatc
 
 
 def test_known_variables_that_are_not_settings_are_not_warned_about(monkeypatch):
-    for variable in config.OTHER_VARIABLES:
+    for variable in defaults.OTHER_VARIABLES:
         monkeypatch.setenv(variable, "1")
     monkeypatch.setenv("GEM_SANDBOX_BACKEND", "process")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        config.pool_config()
+        defaults.pool_config()
 
 
 def test_every_gem_sandbox_variable_the_project_uses_is_known():
     """A variable the code reads but the registry lacks would be warned about as a typo."""
     from gem_sandbox.service import config as service_config
 
-    known = {*config.VARIABLES, config.BACKEND_VARIABLE, *config.OTHER_VARIABLES, *service_config.VARIABLES}
+    known = {*defaults.VARIABLES, defaults.BACKEND_VARIABLE, *defaults.OTHER_VARIABLES, *service_config.VARIABLES}
     sources = [ROOT / "README.md", *(ROOT / ".ci").glob("*")]
     for top in ("gem_sandbox", "envs", "benchmarks", "tests"):
         sources += (ROOT / top).rglob("*.py")
@@ -206,7 +206,7 @@ def reference_row(cls: type, field: dataclasses.Field[Any]) -> str:
         default = f"{type(made).__name__}()" if dataclasses.is_dataclass(made) else repr(made)
     else:
         default = repr(field.default)
-    variable = f"`{config.ENV_PREFIX}{field.name.upper()}`" if field.name in config.VARIABLES.values() else "-"
+    variable = f"`{defaults.ENV_PREFIX}{field.name.upper()}`" if field.name in defaults.VARIABLES.values() else "-"
     kind = rule.type_name + (" or None" if rule.optional else "")
     cells = [f"`{field.name}`", variable, kind, f"`{default}`", rule.bound or "-", f"`{cls.__name__}`", rule.doc]
     return "| " + " | ".join(cells) + " |"
@@ -221,22 +221,22 @@ def test_the_reference_table_documents_every_setting_with_its_current_default():
 def test_the_reference_documents_the_backends_and_the_other_variables():
     text = REFERENCE.read_text()
     backend_row = next(line for line in text.splitlines() if line.startswith("| `backend` |"))
-    assert all(f"`{name}`" in backend_row for name in config.BACKEND_CHOICES)
-    assert all(f"`{variable}`" in text for variable in config.OTHER_VARIABLES)
+    assert all(f"`{name}`" in backend_row for name in defaults.BACKEND_CHOICES)
+    assert all(f"`{variable}`" in text for variable in defaults.OTHER_VARIABLES)
 
 
 # -- backends -----------------------------------------------------------------------------
 def docker_backend() -> type:
     pytest.importorskip("docker", reason="needs the docker Python package: pip install -e '.[test]'")
-    return config.backend_class("docker")
+    return defaults.backend_class("docker")
 
 
 def test_auto_prefers_docker_then_bubblewrap(monkeypatch):
     DockerBackend = docker_backend()
     monkeypatch.setattr(DockerBackend, "check", classmethod(lambda cls: None))
-    assert config.resolve_backend_name("auto") == "docker"
+    assert defaults.resolve_backend_name("auto") == "docker"
     monkeypatch.setattr(DockerBackend, "check", classmethod(lambda cls: "no daemon"))
-    assert config.resolve_backend_name("auto") == "local"
+    assert defaults.resolve_backend_name("auto") == "local"
 
 
 def test_auto_never_falls_back_to_the_unisolated_backend(monkeypatch):
@@ -244,10 +244,10 @@ def test_auto_never_falls_back_to_the_unisolated_backend(monkeypatch):
     monkeypatch.setattr(DockerBackend, "check", classmethod(lambda cls: "no daemon"))
     monkeypatch.setattr(LocalBackend, "check", classmethod(lambda cls: "bwrap is missing"))
     with pytest.raises(BackendNotAvailable, match="backend='process' knowingly"):
-        config.resolve_backend_name("auto")
+        defaults.resolve_backend_name("auto")
 
 
 def test_a_named_backend_that_cannot_run_says_why(monkeypatch):
     monkeypatch.setattr(LocalBackend, "check", classmethod(lambda cls: "bwrap is missing"))
     with pytest.raises(BackendNotAvailable, match="local backend cannot run here: bwrap is missing"):
-        config.make_backend("local")
+        defaults.make_backend("local")

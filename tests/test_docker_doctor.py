@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("docker", reason="needs the docker Python package: pip install -e '.[test]'")
 
 from gem_sandbox import doctor, images
-from gem_sandbox.sandbox import config
+from gem_sandbox.sandbox import defaults
 from tests.docker_fixtures import docker_client, sandbox_image  # noqa: F401
 
 pytestmark = pytest.mark.docker
@@ -17,8 +17,8 @@ pytestmark = pytest.mark.docker
 @pytest.fixture(autouse=True)
 def default_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each case sees the environment it sets, not another test's ``configure()``."""
-    monkeypatch.setattr(config, "_backend_name", None)
-    monkeypatch.setattr(config, "_pool_config", None)
+    monkeypatch.setattr(defaults, "_backend_name", None)
+    monkeypatch.setattr(defaults, "_pool_config", None)
     monkeypatch.delenv("GEM_SANDBOX_BACKEND", raising=False)
 
 

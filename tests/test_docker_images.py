@@ -11,7 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
-from gem_sandbox import images
+from gem_sandbox.sandbox.backends.docker import images
 from gem_sandbox.sandbox.backends.base import SandboxSpec
 from gem_sandbox.sandbox.backends.docker import DockerBackend
 from gem_sandbox.sandbox.client import open_sandbox

@@ -49,7 +49,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The python of a fresh venv with the wheel installed as a user building images would
-    (the docker extra: ``gem_sandbox.images`` needs the SDK)."""
+    (the docker extra: ``gem_sandbox.sandbox.backends.docker.images`` needs the SDK)."""
     root = tmp_path_factory.mktemp("venv")
     venv.create(root, with_pip=True)
     python = root / "bin" / "python"
@@ -74,10 +74,10 @@ def test_the_wheel_and_the_sdist_carry_the_image_build_inputs_types_and_license(
 @pytest.mark.slow
 def test_the_installed_wheel_builds_the_image_of_the_source_tree(installed: Path, tmp_path: Path) -> None:
     """Same tag, so the same inputs: ``images build`` from the wheel makes the identical image."""
-    from gem_sandbox import images
+    from gem_sandbox.sandbox.backends.docker import images
 
     script = (
-        "from gem_sandbox import images;"
+        "from gem_sandbox.sandbox.backends.docker import images;"
         "assert 'site-packages' in str(images.context_dir()), images.context_dir();"
         "print(images.current_tag())"
     )

@@ -22,7 +22,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from gem_sandbox.runtime import Runtime
-from gem_sandbox.sandbox import config
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.cluster import NodeSettings, RaySandbox, client, placement
 from gem_sandbox.sandbox.cluster.loopback import HEAD_ADDRESS, LoopbackCluster
 from gem_sandbox.sandbox.errors import BackendNotAvailable, ConfigError, SandboxCrashed, SandboxUnavailable
@@ -87,7 +87,7 @@ def actor_on(pools: str, address: str) -> Any:
 
 
 def test_gem_sandbox_ray_makes_a_runtime_given_no_backend_lease_from_the_cluster(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(config, "_backend_name", None)
+    monkeypatch.setattr(defaults, "_backend_name", None)
     monkeypatch.delenv("GEM_SANDBOX_URL", raising=False)
     monkeypatch.setenv("GEM_SANDBOX_RAY", "default")
     assert repr(Runtime()) == "<Runtime ray new>"

@@ -17,7 +17,7 @@ from gem_sandbox_envs.math.arithmetic import ArithmeticEnv
 
 from gem_sandbox.integrations import gem as drop_in
 from gem_sandbox.runtime import Runtime
-from gem_sandbox.sandbox import config
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.errors import (
     ConfigError,
     FileTransferError,
@@ -65,11 +65,11 @@ def test_a_runtime_takes_a_backend_or_a_url_not_both():
 
 
 def test_gem_sandbox_url_makes_a_runtime_given_no_backend_remote(monkeypatch):
-    monkeypatch.setattr(config, "_backend_name", None)
+    monkeypatch.setattr(defaults, "_backend_name", None)
     monkeypatch.setenv("GEM_SANDBOX_URL", "http://127.0.0.1:8080/t/s3cret")
     assert repr(Runtime()) == "<Runtime remote new>"
     assert repr(Runtime("auto")) == "<Runtime auto new>"  # a backend named wins
-    monkeypatch.setattr(config, "_backend_name", "process")  # as configure(backend="process") does
+    monkeypatch.setattr(defaults, "_backend_name", "process")  # as configure(backend="process") does
     assert repr(Runtime()) == "<Runtime auto new>"
 
 
@@ -280,7 +280,7 @@ async def test_gem_sandbox_url_sends_sync_code_and_the_gem_drop_in_to_the_servic
     service: Service,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ):
-    monkeypatch.setattr(config, "_backend_name", None)
+    monkeypatch.setattr(defaults, "_backend_name", None)
     monkeypatch.setenv("GEM_SANDBOX_URL", service.url)
     monkeypatch.setenv("GEM_SANDBOX_SERVICE_TOKEN", ALPHA.secret)
     gem_tool = pytest.importorskip("gem.tools.python_code_tool", reason="gem-llm is not installed")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gem_sandbox.sandbox import config as sandbox_settings
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.errors import ConfigError
 from gem_sandbox.sandbox.settings import declared
 from gem_sandbox.service.config import ENV_PREFIX, ServiceConfig, TokenPolicy, load
@@ -100,8 +100,8 @@ def test_service_variables_are_not_warned_about_as_unknown_sandbox_settings(monk
     monkeypatch.setenv("GEM_SANDBOX_SERVE_PORT", "9000")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sandbox_settings.environment_options()
-    assert "GEM_SANDBOX_SERVE_PORT" not in sandbox_settings.unknown_variables()
+        defaults.environment_options()
+    assert "GEM_SANDBOX_SERVE_PORT" not in defaults.unknown_variables()
 
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "service.md"

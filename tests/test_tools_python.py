@@ -10,7 +10,7 @@ import pytest
 
 import gem_sandbox
 from gem_sandbox.runtime import Runtime
-from gem_sandbox.sandbox import config
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
 from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox.sync import MissingRuntime, close_default_runtime
@@ -237,8 +237,8 @@ async def test_a_sandbox_failure_is_an_observation_that_trainers_can_mask():
 
 @pytest.fixture
 def local_default_runtime(monkeypatch):
-    monkeypatch.setattr(config, "_backend_name", None)
-    monkeypatch.setattr(config, "_pool_config", None)
+    monkeypatch.setattr(defaults, "_backend_name", None)
+    monkeypatch.setattr(defaults, "_pool_config", None)
     gem_sandbox.configure(backend="local", min_idle=1, max_size=2)
     yield
     close_default_runtime()

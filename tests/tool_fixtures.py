@@ -15,7 +15,7 @@ import pytest
 
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.backends.base import Backend, SandboxSpec
-from gem_sandbox.sandbox.config import backend_class
+from gem_sandbox.sandbox.defaults import backend_class
 from gem_sandbox.sandbox.pool import PoolConfig
 
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]

@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gem_sandbox.sandbox import config as sandbox_settings
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.errors import ConfigError
 from gem_sandbox.sandbox.settings import check, declared, setting
 
-ENV_PREFIX = sandbox_settings.SERVICE_PREFIX
+ENV_PREFIX = defaults.SERVICE_PREFIX
 MIB = 1024 * 1024
 
 
@@ -68,9 +68,9 @@ class ServiceConfig:
 
     def __post_init__(self) -> None:
         check(self)
-        if self.backend not in sandbox_settings.BACKEND_CHOICES:
-            raise ConfigError(f"backend must be one of {', '.join(sandbox_settings.BACKEND_CHOICES)}, got {self.backend!r}")
-        sandbox_settings.with_options(sandbox_settings.pool_config(), self.pool)  # checks the names and values
+        if self.backend not in defaults.BACKEND_CHOICES:
+            raise ConfigError(f"backend must be one of {', '.join(defaults.BACKEND_CHOICES)}, got {self.backend!r}")
+        defaults.with_options(defaults.pool_config(), self.pool)  # checks the names and values
         names = [t.name for t in self.tokens]
         secrets = [t.secret for t in self.tokens]
         if len(set(names)) < len(names) or len(set(secrets)) < len(secrets):
@@ -133,7 +133,7 @@ def load(
         else:
             values[name] = _parse(name, raw, variable)
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    pool.update({name: sandbox_settings.parse_option(name, raw) for name, raw in pool_overrides.items()})
+    pool.update({name: defaults.parse_option(name, raw) for name, raw in pool_overrides.items()})
     tokens.update(_token_pairs(token_overrides, "--token"))
     unknown = set(values) - set(_SCALARS)
     if unknown:

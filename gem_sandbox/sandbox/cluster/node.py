@@ -29,7 +29,7 @@ import anyio
 import anyio.to_thread
 import ray
 
-from gem_sandbox.sandbox import config as settings
+from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import PoolClosed, SandboxCrashed
 from gem_sandbox.sandbox.pool import SandboxPool
@@ -59,7 +59,7 @@ class NodeSettings:
     lease_ttl: float = 120.0
 
     def __post_init__(self) -> None:
-        settings.with_options(settings.pool_config(), dict(self.options))  # a bad option fails here
+        defaults.with_options(defaults.pool_config(), dict(self.options))  # a bad option fails here
         if self.lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be positive, got {self.lease_ttl!r}")
 
@@ -145,8 +145,8 @@ class NodePool:
         """The pool's whole life: opened, reaped of expired leases, closed on :meth:`shutdown`."""
         assert self._opened is not None and self._stop is not None and self._closed is not None
         try:
-            config = settings.with_options(settings.pool_config(), dict(self.settings.options))
-            backend = await anyio.to_thread.run_sync(settings.make_backend, self.settings.backend)
+            config = defaults.with_options(defaults.pool_config(), dict(self.settings.options))
+            backend = await anyio.to_thread.run_sync(defaults.make_backend, self.settings.backend)
             async with SandboxPool(backend, config, name=f"ray-{self.pools}-{os.getpid()}") as pool:
                 async with anyio.create_task_group() as tg:
                     self.pool = pool

@@ -21,7 +21,7 @@ import docker.errors
 from anyio.abc import SocketStream
 
 from gem_sandbox import agent
-from gem_sandbox.images import default_image
+from gem_sandbox.sandbox.backends.docker.images import default_image
 from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
 from gem_sandbox.sandbox.backends.docker import reaping
 from gem_sandbox.sandbox.backends.docker.attach import AttachStream, take_socket
