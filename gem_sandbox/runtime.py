@@ -12,7 +12,8 @@ no thread and no hop. A call from another loop is a bug in the caller (the pool'
 events and streams belong to one loop), and says so. Sync code never opens one of these
 directly: :mod:`gem_sandbox.sync` hosts runtimes for it (the process default among them).
 
-A runtime is one pool, opened at the first call that needs a sandbox: a
+A runtime is one :class:`~gem_sandbox.sandbox.protocols.Pool`, opened at the first call that
+needs a sandbox, and what it lends is a :class:`~gem_sandbox.sandbox.protocols.LeasedSandbox`: a
 :class:`~gem_sandbox.sandbox.pool.SandboxPool` on one backend; given a service URL (or
 ``GEM_SANDBOX_URL``), a :class:`~gem_sandbox.sandbox.remote.RemotePool` whose sandboxes are
 leases on the pool service (docs/service.md); given the name of a set of pool actors on a Ray
@@ -26,7 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -35,22 +36,16 @@ import anyio.to_thread
 
 from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.backends.base import Backend
-from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import BackendNotAvailable, ConfigError, SandboxError
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics, SandboxPool
+from gem_sandbox.sandbox.protocols import LeasedSandbox, Pool
 from gem_sandbox.sandbox.result import ExecResult
 
 if TYPE_CHECKING:
     import aiohttp
 
-    from gem_sandbox.sandbox.cluster import RayPool, RaySandbox
-    from gem_sandbox.sandbox.remote import RemotePool, RemoteSandbox
-
-#: What a runtime leases: a sandbox of its own pool, one held on the pool service, or one on a
-#: node of a Ray cluster.
-LeasedSandbox: TypeAlias = "Sandbox | RemoteSandbox | RaySandbox"
-AnyPool: TypeAlias = "SandboxPool | RemotePool | RayPool"
+__all__ = ["LeasedSandbox", "Runtime", "RuntimeState", "WrongEventLoop"]
 
 
 class RuntimeState(str, enum.Enum):
@@ -111,7 +106,7 @@ class Runtime:
             defaults.backend_class(self._backend_name)  # a bad name fails here, not at open
         self._url, self._token, self._ray = url, token, ray
         self.state = RuntimeState.NEW
-        self._pool: AnyPool | None = None
+        self._pool: Pool | None = None
         self._pool_lock: anyio.Lock | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._loop: object = None
@@ -148,7 +143,7 @@ class Runtime:
             await self._tg.__aexit__(None, None, None)
             self.state = RuntimeState.CLOSED
 
-    async def pool(self) -> AnyPool:
+    async def pool(self) -> Pool:
         """The pool, opened on first use: a runtime that only serves HTTP tools never probes a
         backend, launches a sandbox or connects to a service. Raises
         :class:`BackendNotAvailable` when the backend cannot run here."""
@@ -163,7 +158,7 @@ class Runtime:
                     self._pool = pool
         return self._pool
 
-    async def _make_pool(self) -> AnyPool:
+    async def _make_pool(self) -> Pool:
         if self._url is not None:
             try:
                 from gem_sandbox.sandbox.remote import RemotePool
@@ -186,7 +181,7 @@ class Runtime:
         return SandboxPool(backend, self.config)
 
     @staticmethod
-    async def _hold(pool: AnyPool, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def _hold(pool: Pool, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         async with pool:
             task_status.started()
             await anyio.sleep_forever()
@@ -196,7 +191,7 @@ class Runtime:
     def backend(self) -> str | None:
         """The name of the backend the sandboxes run on, once the pool is open (``"remote"``
         on the pool service, ``"ray"`` on a Ray cluster)."""
-        return self._pool.backend.name if self._pool is not None else None
+        return self._pool.backend_name if self._pool is not None else None
 
     async def run(
         self,
@@ -223,7 +218,7 @@ class Runtime:
         self._check_open()
         if self._pool is not None:
             # Each pool takes back only what it leased and refuses the rest with a SandboxError.
-            await self._pool.release(sandbox)  # type: ignore[arg-type]
+            await self._pool.release(sandbox)
 
     @asynccontextmanager
     async def lease(self, timeout: float | None = None) -> AsyncIterator[LeasedSandbox]:

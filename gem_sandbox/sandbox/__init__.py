@@ -1,4 +1,5 @@
-"""Sandboxes: the client of one leased sandbox, the pool, their settings and errors.
+"""Sandboxes: the shapes every pool and leased sandbox has, the client of one local sandbox,
+the local pool, their settings and errors.
 
 Most code reaches sandboxes through :class:`gem_sandbox.Runtime`; these are the parts it is
 made of, for code that drives a pool directly or inspects results.
@@ -19,6 +20,7 @@ from gem_sandbox.sandbox.errors import (
 )
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics, SandboxPool
+from gem_sandbox.sandbox.protocols import LeasedSandbox, Pool
 from gem_sandbox.sandbox.result import ExecResult, Status
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "ConfigError",
     "ExecResult",
     "FileTransferError",
+    "LeasedSandbox",
+    "Pool",
     "PoolClosed",
     "PoolConfig",
     "PoolStatistics",

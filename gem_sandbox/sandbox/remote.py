@@ -73,15 +73,6 @@ _TOKEN_IN_PATH = re.compile(r"/t/[^/]+$")
 _jitter = wait_random_exponential(multiplier=0.2, max=5.0)
 
 
-@dataclass(frozen=True)
-class RemoteBackend:
-    """What a runtime on the service names as its backend (``runtime.backend == "remote"``);
-    each :class:`RemoteSandbox` names the service's own. ``url`` carries no token."""
-
-    url: str
-    name: str = "remote"
-
-
 @dataclass(frozen=True, slots=True)
 class _Answer:
     status: int
@@ -122,17 +113,19 @@ class RemotePool(HeldPool["RemoteSandbox"]):
     long :meth:`acquire` keeps asking) apply here. Opened once.
     """
 
+    backend_name = "remote"  # each RemoteSandbox names the service's own backend
+
     def __init__(self, url: str, token: str | None = None, config: PoolConfig | None = None) -> None:
         super().__init__()
         self.config = config or PoolConfig()
         self._base = url.rstrip("/")
-        self.backend = RemoteBackend(_TOKEN_IN_PATH.sub("", self._base))  # public routes are not under /t/
+        self.url = _TOKEN_IN_PATH.sub("", self._base)  # without a token: public routes are not under /t/
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"<RemotePool {self.backend.url} {len(self._leased)} leased>"
+        return f"<RemotePool {self.url} {len(self._leased)} leased>"
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> RemotePool:
@@ -255,7 +248,7 @@ class RemotePool(HeldPool["RemoteSandbox"]):
         headers = {"Content-Type": "application/json"} if data is not None else {}
         if method != "GET":
             headers[KEY_HEADER] = str(uuid.uuid4())  # one per logical request, the same on every retry
-        url = (self.backend.url if public else self._base) + path
+        url = (self.url if public else self._base) + path
         retrying = AsyncRetrying(
             stop=stop_after_attempt(ATTEMPTS) | stop_after_delay(wait + RETRY_WINDOW if budget is None else budget),
             wait=_backoff,
@@ -270,9 +263,9 @@ class RemotePool(HeldPool["RemoteSandbox"]):
             return exc.answer
         except aiohttp.ClientError as exc:  # connect timeouts among them
             failure = f"{type(exc).__name__}: {exc}"
-            raise ServiceUnreachable(f"{method} {path}: {self.backend.url} could not be reached: {failure}") from None
+            raise ServiceUnreachable(f"{method} {path}: {self.url} could not be reached: {failure}") from None
         except TimeoutError:
-            raise ServiceUnreachable(f"{method} {path}: no answer from {self.backend.url} within {wait:g} s") from None
+            raise ServiceUnreachable(f"{method} {path}: no answer from {self.url} within {wait:g} s") from None
 
     @staticmethod
     async def _attempt(

@@ -3,7 +3,7 @@
 (:mod:`.client`). Needs the ``ray`` package (``pip install 'gem-sandbox[ray]'``); see
 docs/scale-out.md."""
 
-from gem_sandbox.sandbox.cluster.client import RayBackend, RayPool, RaySandbox
+from gem_sandbox.sandbox.cluster.client import RayPool, RaySandbox
 from gem_sandbox.sandbox.cluster.node import NAMESPACE, NodePool, NodeSettings
 
-__all__ = ["NAMESPACE", "NodePool", "NodeSettings", "RayBackend", "RayPool", "RaySandbox"]
+__all__ = ["NAMESPACE", "NodePool", "NodeSettings", "RayPool", "RaySandbox"]

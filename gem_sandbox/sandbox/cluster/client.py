@@ -58,15 +58,6 @@ class NodeFault(SandboxError):
     """A node's pool actor died, its node died, or it did not answer in time."""
 
 
-@dataclass(frozen=True)
-class RayBackend:
-    """What a runtime on the cluster names as its backend (``runtime.backend == "ray"``); each
-    :class:`RaySandbox` names its node's own."""
-
-    pools: str
-    name: str = "ray"
-
-
 @dataclass(eq=False)
 class Node:
     """One pool actor as this client knows it."""
@@ -99,10 +90,12 @@ class RayPool(HeldPool["RaySandbox"]):
     ``acquire_timeout`` apply here, and the pool actors' own settings size their pools.
     Needs an asyncio event loop (Ray's). Opened once."""
 
+    backend_name = "ray"  # each RaySandbox names its node's own backend
+
     def __init__(self, pools: str = "default", config: PoolConfig | None = None, *, address: str | None = None) -> None:
         super().__init__()
         self.config = config or PoolConfig()
-        self.backend = RayBackend(pools)
+        self.pools = pools
         self._address = address
         self._nodes: dict[str, Node] = {}  # node id -> its pool actor
         self._local_node: str | None = None
@@ -112,7 +105,7 @@ class RayPool(HeldPool["RaySandbox"]):
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"<RayPool {self.backend.pools} nodes={len(self.nodes())} leased={len(self._leased)}>"
+        return f"<RayPool {self.pools} nodes={len(self.nodes())} leased={len(self._leased)}>"
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> RayPool:
@@ -127,8 +120,8 @@ class RayPool(HeldPool["RaySandbox"]):
         await self._look()
         if not self.nodes():
             raise BackendNotAvailable(
-                f"no pool actor named {self.backend.pools!r} answers on the Ray cluster; start them with "
-                f"`gem-sandbox ray up --name {self.backend.pools}`"
+                f"no pool actor named {self.pools!r} answers on the Ray cluster; start them with "
+                f"`gem-sandbox ray up --name {self.pools}`"
             )
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
@@ -166,7 +159,7 @@ class RayPool(HeldPool["RaySandbox"]):
             for node in self.nodes():
                 tg.start_soon(ready, node)
         if not self.nodes():
-            raise SandboxUnavailable(f"no pool of {self.backend.pools!r} got ready: {self._faults()}")
+            raise SandboxUnavailable(f"no pool of {self.pools!r} got ready: {self._faults()}")
 
     def nodes(self) -> list[Node]:
         """The nodes whose pools this client uses now (not those left out after a fault)."""
@@ -262,8 +255,8 @@ class RayPool(HeldPool["RaySandbox"]):
             nodes = self.nodes()
             if not nodes:
                 raise SandboxUnavailable(
-                    f"no pool of {self.backend.pools!r} on the Ray cluster is usable: {self._faults()}; "
-                    f"`gem-sandbox ray status --name {self.backend.pools}` shows them"
+                    f"no pool of {self.pools!r} on the Ray cluster is usable: {self._faults()}; "
+                    f"`gem-sandbox ray status --name {self.pools}` shows them"
                 )
         return max(nodes, key=lambda node: (node.local and node.room > 0, node.room))
 
@@ -289,7 +282,7 @@ class RayPool(HeldPool["RaySandbox"]):
             if urgent and time.monotonic() - self._looked < RELOOK_PAUSE:
                 return
             self._looked = time.monotonic()
-            listed = await anyio.to_thread.run_sync(placement.pool_actor_names, self.backend.pools)
+            listed = await anyio.to_thread.run_sync(placement.pool_actor_names, self.pools)
             for node in self.nodes():
                 if node.node_id not in listed:
                     self._leave_out(node, "its pool actor is no longer on the cluster")

@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -45,6 +45,9 @@ from gem_sandbox.sandbox.pool.supervisor import Supervisor
 from gem_sandbox.sandbox.pool.waiters import WaitQueue
 from gem_sandbox.sandbox.result import ExecResult
 
+if TYPE_CHECKING:
+    from gem_sandbox.sandbox.protocols import LeasedSandbox, Pool
+
 log = logging.getLogger(__name__)
 _pool_numbers = itertools.count(1)
 
@@ -53,7 +56,7 @@ PROBE_TIMEOUT = 5.0  # seconds an idle agent has to answer a health ping
 
 
 @asynccontextmanager
-async def leased(pool: Any, timeout: float | None) -> AsyncIterator[Any]:
+async def leased(pool: Pool, timeout: float | None) -> AsyncIterator[LeasedSandbox]:
     """What every pool's ``lease()`` is (this one's, the remote and the Ray pools'): a sandbox
     from ``pool.acquire``, given back to ``pool.release`` even when the block is cancelled."""
     sandbox = await pool.acquire(timeout)
@@ -148,6 +151,11 @@ class SandboxPool:
         self._idle.clear()
         self._leased.clear()
         self.state = PoolState.CLOSED
+
+    @property
+    def backend_name(self) -> str:
+        """The name of the backend its sandboxes run on."""
+        return self.backend.name
 
     @property
     def open(self) -> bool:
