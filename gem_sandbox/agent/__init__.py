@@ -9,6 +9,11 @@ imports this package as ``gem_sandbox.agent``; inside a sandbox its directory is
 
 import os
 
+# The modules of this package that the host imports, besides this one: what both ends of the
+# protocol share. The rest are the agent's own (tests/test_agent_boundary.py holds the host
+# to this list), so they can change without the host noticing.
+HOST_SHARED = ("protocol",)
+
 AGENT_DIR = os.path.dirname(os.path.abspath(__file__))
 MOUNT_POINT = "/opt/gem-sandbox/gem_agent"  # where backends put AGENT_DIR inside a sandbox
 START_DIR = os.path.dirname(MOUNT_POINT)  # the cwd to start the agent in

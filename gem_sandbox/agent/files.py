@@ -12,28 +12,16 @@ import os
 import stat
 import tarfile
 
-from .protocol import Refused
+from .protocol import Refused, split_path
 
 MAX_READ_BYTES = 32 * 1024 * 1024
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def split(path):
-    """The components of a path relative to the work dir; refuses anything that is not."""
-    if not isinstance(path, str) or not path or "\0" in path:
-        raise Refused("unsafe_path", "bad path %r" % (path,))
-    if path.startswith("/"):
-        raise Refused("unsafe_path", "%r is absolute; give paths relative to the work dir" % path)
-    parts = [part for part in path.split("/") if part not in ("", ".")]
-    if ".." in parts:
-        raise Refused("unsafe_path", "%r climbs out with '..'" % path)
-    return parts
-
-
 def write_tar(root, dest, data, gid):
     """Unpack a tar stream under ``root/dest``; returns the paths written. Every member and
     every existing path on the way is checked before anything is written."""
-    base = split(dest) if dest not in ("", ".") else []
+    base = split_path(dest) if dest not in ("", ".") else []
     try:
         return _unpack(root, base, data, gid)
     except tarfile.TarError as exc:
@@ -55,7 +43,7 @@ def _unpack(root, base, data, gid):
                     "bad_request",
                     "%r declares %d bytes the stream does not hold" % (member.name, member.size),
                 )
-            parts = base + split(member.name)
+            parts = base + split_path(member.name)
             if parts:
                 plan.append((parts, member))
         root_fd = os.open(root, _DIR_FLAGS)
@@ -245,7 +233,7 @@ def _share(fd, gid):
 
 
 def _read_file(root_fd, path, budget):
-    parts = split(path)
+    parts = split_path(path)
     if not parts:
         raise Refused("file_error", "%r is the work dir itself, not a file" % path)
     parent = _walk(root_fd, parts[:-1], path, create=False)

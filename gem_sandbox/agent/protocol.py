@@ -1,5 +1,8 @@
 """The agent wire protocol, version 1 (standard library only; runs on Python >= 3.8).
 
+Shared with the host (see ``HOST_SHARED`` in the package): both ends encode and cut frames
+with this module, and the host checks paths by the agent's own rule before sending them.
+
 One long-lived byte stream per sandbox carries frames both ways::
 
     frame   = u32 length (big-endian) of what follows, then:
@@ -73,6 +76,8 @@ ERRORS = (
     "internal",
 )
 
+INTERRUPT_GRACE = 0.5  # seconds a shell command gets to stop after a timeout before the kill
+
 _U32 = struct.Struct(">I")
 
 
@@ -130,6 +135,46 @@ def decode_body(body):
     if not isinstance(header, dict) or not isinstance(header.get("id"), int):
         raise FrameError("header must be an object with an integer id")
     return header, bytes(body[4 + head_len :])
+
+
+class FrameDecoder:
+    """Frames cut from a byte stream that arrives in pieces of any size. :meth:`feed` what
+    came, then take :meth:`next_frame` until it returns ``None``. A bad length prefix raises
+    :class:`FrameError` as soon as its 4 bytes are in, before any of its body is buffered."""
+
+    def __init__(self):
+        self._buffer = bytearray()
+        self._length = None  # the body length of the frame being read, once its prefix came
+
+    def feed(self, data):
+        self._buffer += data
+
+    def next_frame(self):
+        """The next whole frame as ``(header, payload)``, or ``None`` until more bytes come."""
+        if self._length is None:
+            if len(self._buffer) < 4:
+                return None
+            self._length = frame_length(bytes(self._buffer[:4]))
+        end = 4 + self._length
+        if len(self._buffer) < end:
+            return None
+        with memoryview(self._buffer) as view:  # one copy of the body, not two
+            body = bytes(view[4:end])
+        del self._buffer[:end]
+        self._length = None
+        return decode_body(body)
+
+
+def split_path(path):
+    """The components of a path relative to the work dir; refuses anything that is not."""
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise Refused("unsafe_path", "bad path %r" % (path,))
+    if path.startswith("/"):
+        raise Refused("unsafe_path", "%r is absolute; give paths relative to the work dir" % path)
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise Refused("unsafe_path", "%r climbs out with '..'" % path)
+    return parts
 
 
 class Base64Lines:

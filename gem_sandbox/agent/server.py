@@ -251,20 +251,17 @@ async def serve(config, zygote=None):
 
     agent = Agent(config, loop, send, zygote)
     tasks = set()
-    buffer = bytearray()
+    frames = protocol.FrameDecoder()
 
     def on_data(data):
         try:
-            buffer.extend(text.decode(data) if text else data)
-            while len(buffer) >= 4:
-                end = 4 + protocol.frame_length(bytes(buffer[:4]))
-                if len(buffer) < end:
-                    return
-                header, payload = protocol.decode_body(bytes(buffer[4:end]))
-                del buffer[:end]
-                task = loop.create_task(agent.handle(header, payload))
+            frames.feed(text.decode(data) if text else data)
+            frame = frames.next_frame()
+            while frame is not None:
+                task = loop.create_task(agent.handle(*frame))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
+                frame = frames.next_frame()
         except protocol.FrameError as exc:
             log.error("bad frame from the host, stopping: %s", exc)
             agent.stopping.set()

@@ -25,11 +25,10 @@ from .children import Child
 from .forked import exit_outcome
 from .limits import Limits
 from .pipes import CHUNK, Capture, PipeReader, PipeWriter
-from .protocol import Refused
+from .protocol import INTERRUPT_GRACE, Refused
 from .pyexec import COMMANDS_FD, STATUS_FD
 from .runs import timeout_of
 
-INTERRUPT_GRACE = 0.5  # seconds a command gets to stop after a timeout before the kill
 MAX_STATUS_LINE = 64  # bytes of a status line kept while waiting for its newline
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -25,7 +25,6 @@ import anyio
 import anyio.abc
 
 from gem_sandbox.agent import protocol
-from gem_sandbox.agent.sessions import INTERRUPT_GRACE
 from gem_sandbox.sandbox import transfer
 from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
 from gem_sandbox.sandbox.errors import (
@@ -44,7 +43,7 @@ from gem_sandbox.sandbox.result import INFRA_REFUSALS, ExecResult
 
 CONTROL_TIMEOUT = 30.0  # seconds for requests that run no user code (files, stats, restarts)
 CLOSE_TIMEOUT = 2.0  # seconds the agent gets to shut down politely before the box is killed
-_SESSION_OPS = ("shell", "kernel_exec")  # a timed-out command gets INTERRUPT_GRACE to stop
+_SESSION_OPS = ("shell", "kernel_exec")  # a timed-out command gets protocol.INTERRUPT_GRACE to stop
 
 _ERRORS: dict[str, type[Exception]] = {
     "unsupported_language": UnsupportedLanguage,
@@ -276,7 +275,7 @@ class Sandbox:
 
     async def _result(self, header: dict[str, Any], payload: bytes = b"") -> ExecResult:
         """A run (``header`` with its ``timeout``, None for the default) whose answer is an
-        :class:`ExecResult`. The host waits its timeout, the agent's ``INTERRUPT_GRACE`` for
+        :class:`ExecResult`. The host waits its timeout, the agent's ``protocol.INTERRUPT_GRACE`` for
         a session command (it gets that long to stop before it is killed), then ``grace``;
         a dead sandbox gives ``infra_error``."""
         return (await self._exchange(header, payload))[0]
@@ -284,7 +283,7 @@ class Sandbox:
     async def _exchange(self, header: dict[str, Any], payload: bytes) -> tuple[ExecResult, dict[str, Any]]:
         """:meth:`_result`, with the response header (empty when the sandbox died)."""
         timeout = self.default_timeout if header["timeout"] is None else header["timeout"]
-        interrupt = INTERRUPT_GRACE if header["op"] in _SESSION_OPS else 0.0
+        interrupt = protocol.INTERRUPT_GRACE if header["op"] in _SESSION_OPS else 0.0
         wait = timeout + interrupt + self.grace
         started = time.perf_counter()
         try:

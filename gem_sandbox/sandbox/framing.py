@@ -1,9 +1,10 @@
 """Frames of the agent protocol (:mod:`gem_sandbox.agent.protocol`) on an anyio byte stream.
 
-:class:`FrameStream` reads whole frames in order and writes whole frames one at a time. Reads
-go through anyio's :class:`~anyio.streams.buffered.BufferedByteReceiveStream`: exactly the
-4-byte length prefix, then exactly the body it announces (checked first, so a bad prefix is
-refused before anything is buffered for it).
+:class:`FrameStream` reads whole frames in order and writes whole frames one at a time. The
+frames are cut by the protocol's own :class:`~gem_sandbox.agent.protocol.FrameDecoder`, the one
+the agent reads the host's frames with, from reads of up to :data:`CHUNK` bytes: frames that
+arrived together come out of one read, and a bad length prefix is refused before anything is
+buffered for its body.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from gem_sandbox.agent import protocol
 from gem_sandbox.sandbox.errors import ProtocolError
@@ -21,31 +21,7 @@ CHUNK = 64 * 1024  # bytes asked of the stream per read, whatever the frame's si
 
 Frame = tuple[dict[str, Any], bytes]  # (header, payload)
 
-_ENDED = (
-    anyio.IncompleteRead,
-    anyio.EndOfStream,
-    anyio.ClosedResourceError,
-    anyio.BrokenResourceError,
-)
-
-
-class _Chunks(anyio.abc.ObjectReceiveStream[bytes]):
-    """A byte stream seen as a stream of chunks of up to :data:`CHUNK` bytes.
-
-    Wrapping a byte stream, ``BufferedByteReceiveStream`` asks it for exactly the bytes it
-    lacks: one read of 4 bytes per prefix and another per body, however many frames one read
-    could have brought. Wrapping a stream of chunks, it takes each chunk whole and buffers
-    the rest, so the frames that arrived together are cut from the buffer without a read.
-    """
-
-    def __init__(self, stream: anyio.abc.ByteReceiveStream) -> None:
-        self._stream = stream
-
-    async def receive(self) -> bytes:
-        return await self._stream.receive(CHUNK)
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
+_ENDED = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
 
 
 class FrameStream:
@@ -53,7 +29,7 @@ class FrameStream:
 
     def __init__(self, stream: anyio.abc.ByteStream) -> None:
         self._stream = stream
-        self._incoming = BufferedByteReceiveStream(_Chunks(stream))
+        self._frames = protocol.FrameDecoder()
         self._send_lock = anyio.Lock()
 
     async def receive(self) -> Frame | None:
@@ -61,8 +37,11 @@ class FrameStream:
         a frame: the rest of it will never come). Raises :class:`ProtocolError` for bytes
         that do not form a frame; the stream is then unusable."""
         try:
-            length = protocol.frame_length(await self._incoming.receive_exactly(4))
-            return protocol.decode_body(await self._incoming.receive_exactly(length))
+            frame = self._frames.next_frame()
+            while frame is None:
+                self._frames.feed(await self._stream.receive(CHUNK))
+                frame = self._frames.next_frame()
+            return frame
         except protocol.FrameError as exc:
             raise ProtocolError(f"bad frame from the agent: {exc}") from None
         except _ENDED:

@@ -18,7 +18,6 @@ from typing import TypeVar
 
 import anyio.to_thread
 
-from gem_sandbox.agent import files as agent_files
 from gem_sandbox.agent import protocol
 from gem_sandbox.sandbox.errors import UnsafePath
 
@@ -34,7 +33,7 @@ def check_path(path: str) -> None:
     """Raise :class:`UnsafePath` for a path the agent would refuse (absolute, empty, climbing
     out with ``..``), before anything is sent: the agent's own rule, applied here first."""
     try:
-        agent_files.split(path)
+        protocol.split_path(path)
     except protocol.Refused as exc:
         raise UnsafePath(str(exc)) from None
 
