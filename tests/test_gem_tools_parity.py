@@ -44,7 +44,7 @@ from gem_sandbox.integrations import gem as drop_in  # noqa: E402
 from gem_sandbox.sandbox.result import Status  # noqa: E402
 from gem_sandbox.sync import SyncRuntime  # noqa: E402
 from gem_sandbox.tools.python import STANDARD_IMPORTS, PythonCodeTool  # noqa: E402
-from gem_sandbox.wrappers.factory import get_wrapper_fns  # noqa: E402
+from gem_sandbox.wrappers.wrapper_factory import get_wrapper_fns  # noqa: E402
 from tests.tool_fixtures import make_backend  # noqa: E402
 
 PYTHON_TOOLS = ["python_tool", "python_tool_no_int_reward", "python_tool_no_int_reward_last_line_error"]

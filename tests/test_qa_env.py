@@ -27,7 +27,7 @@ from gem_sandbox_envs.qa.sources import data_dir, sample_name
 import gem_sandbox as gem
 from gem_sandbox.registry import spec
 from gem_sandbox.search import SearchIndex
-from gem_sandbox.wrappers.factory import get_wrapper_fns
+from gem_sandbox.wrappers.wrapper_factory import get_wrapper_fns
 from gem_sandbox.wrappers.tool_env import ToolEnvWrapper
 
 DATA = Path(__file__).resolve().parents[1] / "envs" / "qa" / "data"

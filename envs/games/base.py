@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 from abc import ABCMeta, abstractmethod
-from collections.abc import Iterable
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from gem_sandbox.core import Env, ResetReturn, StepReturn
+from gem_sandbox_envs.gem_options import refuse_unknown
 from gem_sandbox.utils.parsing import boxed_answers
 
 Move = TypeVar("Move")
@@ -55,24 +54,18 @@ def options(cls: type) -> tuple[str, ...]:
     return tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
-def check_options(cls: type, names: Iterable[str]) -> None:
-    """Raise a TypeError naming each of ``names`` that ``cls`` does not take, and listing the
-    ones it does: a misspelt setting (``max_turn``) must not be silently ignored."""
-    valid = options(cls)
-    unknown = [_with_hint(name, valid) for name in names if name not in valid]
-    if unknown:
-        raise TypeError(
-            f"{cls.__name__} got unknown option{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(unknown)}; its options are {', '.join(valid)}"
-        )
+class _GameType(ABCMeta):
+    """Builds a game from its own options and drops the other names GEM's envs know (GEM's
+    games take and ignore any keyword): every game keeps an exact signature, with no
+    catch-all ``**kwargs`` to hide a typo in, and any other name is refused."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        own = options(cls)
+        refuse_unknown(cls, kwargs, own)
+        return super().__call__(*args, **{k: v for k, v in kwargs.items() if k in own})
 
 
-def _with_hint(name: str, valid: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, valid, n=1)
-    return f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name)
-
-
-class TextGame(Env[str, str], Generic[Move], metaclass=ABCMeta):
+class TextGame(Env[str, str], Generic[Move], metaclass=_GameType):
     """A turn-based game played with ``\\boxed{...}`` moves, following GEM's episode rules.
 
     Every step costs a turn. An action without a parseable move ends the episode with
@@ -92,12 +85,6 @@ class TextGame(Env[str, str], Generic[Move], metaclass=ABCMeta):
 
     max_turns: int
     turn_count: int
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> TextGame[Any]:
-        # Here rather than in each game's ``__init__``: every game gets the helpful message
-        # while keeping an exact signature (no catch-all ``**kwargs`` to hide typos in).
-        check_options(cls, kwargs)
-        return super().__new__(cls)
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
         self.seed_rng(seed)

@@ -18,6 +18,9 @@ BLANK = 0
 #: Where the tile that slides comes from, relative to the blank, for each move.
 MOVES = {"up": (1, 0), "down": (-1, 0), "left": (0, 1), "right": (0, -1)}
 
+#: How a board is drawn: uniformly among the solvable ones, or by random slides (GEM's names).
+INIT_ALGOS = ("pure_random", "monte_carlo")
+
 #: (num_rows, max_turns) of GEM's ``-random`` variant.
 _RANDOM_SETTINGS = [(2, 10), (3, 20), (4, 50)]
 
@@ -39,8 +42,11 @@ def is_solvable(tiles: list[int], width: int) -> bool:
 class FifteenPuzzleEnv(TextGame[str]):
     """Slide tiles into the blank of a ``num_rows`` x ``num_rows`` board until they are in order.
 
-    Boards are drawn uniformly among the solvable, unsolved ones. Running out of turns earns
-    the fraction of squares (blank included) already in place, as in GEM.
+    Boards are drawn uniformly among the solvable, unsolved ones (``init_algo="pure_random"``,
+    gem-llm 0.1.0's way), or, with GEM's newer ``init_algo="monte_carlo"``, by ``mc_rand_moves``
+    random slides from the solved board that never undo the previous one (easier boards;
+    redrawn in the rare case that they end solved). Running out of turns earns the fraction of
+    squares (blank included) already in place, as in GEM.
     """
 
     action_format = r"\boxed{up}"
@@ -49,10 +55,18 @@ class FifteenPuzzleEnv(TextGame[str]):
         self,
         max_turns: int | None = 20,
         num_rows: int | None = 2,
+        init_algo: str = "pure_random",
+        mc_rand_moves: int = 100,
         seed: int | None = None,
     ) -> None:
+        if init_algo not in INIT_ALGOS:
+            raise ValueError(f"init_algo is one of {', '.join(INIT_ALGOS)}, got {init_algo!r}")
+        if mc_rand_moves < 1:
+            raise ValueError(f"mc_rand_moves must be at least 1, got {mc_rand_moves}")
         super().__init__(seed)
         self.settings = fixed(num_rows, max_turns)
+        self.init_algo = init_algo
+        self.mc_rand_moves = mc_rand_moves
 
     @property
     def greatest_num(self) -> int:
@@ -61,9 +75,27 @@ class FifteenPuzzleEnv(TextGame[str]):
     def new_game(self) -> None:
         self.num_rows, self.max_turns = self.settings or self.rng.choice(_RANDOM_SETTINGS)
         tiles = self._goal()
+        if self.init_algo == "monte_carlo":
+            while tiles == self._goal():
+                tiles = self._random_walk()
         while tiles == self._goal() or not is_solvable(tiles, self.num_rows):
             self.rng.shuffle(tiles)
         self.tiles = tiles  # row-major
+
+    def _random_walk(self) -> list[int]:
+        """The solved board after ``mc_rand_moves`` random slides, none undoing the last."""
+        width, tiles, came_from = self.num_rows, self._goal(), None
+        for _ in range(self.mc_rand_moves):
+            blank = tiles.index(BLANK)
+            sources = [
+                tile
+                for row, col in ((blank // width + dr, blank % width + dc) for dr, dc in MOVES.values())
+                if 0 <= row < width and 0 <= col < width and (tile := row * width + col) != came_from
+            ]
+            tile = self.rng.choice(sources)
+            tiles[blank], tiles[tile] = tiles[tile], BLANK
+            came_from = blank
+        return tiles
 
     def _goal(self) -> list[int]:
         return [*range(1, self.greatest_num + 1), BLANK]

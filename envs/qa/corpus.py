@@ -2,7 +2,7 @@
 
 An env whose questions are about a corpus it ships (gem-sandbox's fictional world) or is given
 (``corpus=``) exposes the index as ``search_index``, and the ``search_tool`` wrappers search it
-with no server (see :mod:`gem_sandbox.wrappers.factory`). The index is built with
+with no server (see :mod:`gem_sandbox.wrappers.wrapper_factory`). The index is built with
 :func:`gem_sandbox.search.build_index` into ``$XDG_CACHE_HOME/gem-sandbox/search`` (by default
 ``~/.cache/gem-sandbox/search``; the system's temporary directory when that is not writable),
 named by a digest of the corpus, so a changed corpus gets a new index and an unchanged one is
