@@ -8,7 +8,7 @@ Each kind keeps one pool open for the module; the test of closing opens a pool o
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
 from typing import Any

@@ -20,8 +20,6 @@ import docker
 import docker.errors
 from anyio.abc import SocketStream
 
-from gem_sandbox import agent
-from gem_sandbox.sandbox.backends.docker.images import default_image
 from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
 from gem_sandbox.sandbox.backends.docker import reaping
 from gem_sandbox.sandbox.backends.docker.attach import AttachStream, take_socket
@@ -31,6 +29,7 @@ from gem_sandbox.sandbox.backends.docker.container import (
     container_kwargs,
 )
 from gem_sandbox.sandbox.backends.docker.daemon import Daemon, is_transient
+from gem_sandbox.sandbox.backends.docker.images import default_image
 from gem_sandbox.sandbox.backends.uids import UidRange, claim_uid_range
 from gem_sandbox.sandbox.errors import SandboxUnavailable
 
