@@ -7,7 +7,8 @@ import pytest
 # Without the Docker SDK these tests skip, saying why, instead of failing to import.
 pytest.importorskip("docker", reason="needs the docker Python package: pip install -e '.[test]'")
 
-from gem_sandbox import doctor, images
+from gem_sandbox.cli import doctor
+from gem_sandbox.sandbox.backends.docker import images
 from gem_sandbox.sandbox import defaults
 from tests.docker_fixtures import docker_client, sandbox_image  # noqa: F401
 

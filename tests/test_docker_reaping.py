@@ -91,7 +91,7 @@ POOL_OWNER_SCRIPT = """
 import anyio
 from gem_sandbox.sandbox.backends.docker import DockerBackend
 from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
-from gem_sandbox.signals import exit_on_sigterm
+from gem_sandbox.cli.signals import exit_on_sigterm
 
 exit_on_sigterm()  # the application's choice: the library never takes SIGTERM itself
 

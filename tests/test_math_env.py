@@ -12,7 +12,7 @@ from gem_sandbox_envs.math.grading import answers_match
 
 import gem_sandbox as gem
 from gem_sandbox.core import ResetNeeded
-from gem_sandbox.demo import PROGRAMS, play, python_tool_user
+from gem_sandbox.cli.demo import PROGRAMS, play, python_tool_user
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sync import close_default_runtime
 from gem_sandbox.wrappers import get_wrapper_fns

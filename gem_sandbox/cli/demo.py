@@ -10,6 +10,7 @@ at once, not after the games.
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import textwrap
@@ -17,9 +18,21 @@ import time
 from collections.abc import Callable, Iterator
 
 import gem_sandbox as gem
+from gem_sandbox.cli.args import positive_int
 from gem_sandbox.core import Env
 from gem_sandbox.sandbox import defaults
-from gem_sandbox.wrappers.factory import get_wrapper_fns
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = subparsers.add_parser("demo", help="play a few episodes with scripted policies and show the transcript")
+    demo.add_argument("--episodes", type=positive_int, default=1, help="episodes per env")
+    demo.add_argument("--backend", default=None, help="sandbox backend: auto, docker, local or process (default: configured or auto)")
+    demo.set_defaults(func=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    return main(episodes=args.episodes, backend=args.backend)
+
 
 Policy = Callable[[str], Iterator[str]]
 UNISOLATED_WARNING = (
@@ -115,6 +128,8 @@ def sandbox_demo(backend: str) -> None:
 def tool_demo(episodes: int, backend: str) -> None:
     """Math with GEM's ``python_tool`` wrapper: the tool call runs on the process default
     runtime (configured to ``backend``), as GEM-style sync code without a runtime of its own does."""
+    from gem_sandbox.wrappers.wrapper_factory import get_wrapper_fns  # only the demo needs them
+
     env: Env = gem.make("math:Arithmetic-v0")
     for wrapper in get_wrapper_fns("python_tool"):
         env = wrapper(env)

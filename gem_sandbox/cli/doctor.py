@@ -8,6 +8,7 @@ check says which backend the configured one (``GEM_SANDBOX_BACKEND``, ``configur
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import importlib.util
 import os
@@ -32,6 +33,24 @@ _WHY_IT_RUNS = {
 # The checks without which no sandbox opens; the others only limit what is available.
 REQUIRED = ("python", "settings", "backend", "ray")  # ray: fails only when GEM_SANDBOX_RAY is set
 _BACKEND_VARIABLE = defaults.ENV_PREFIX + "BACKEND"
+
+
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    doctor = subparsers.add_parser("doctor", help="check Docker, the image, bubblewrap, aiohttp and the settings; name the backend auto picks")
+    doctor.set_defaults(func=_doctor)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """Print every check, with the fix under each failed one; exit 1 unless :func:`ready`."""
+    results = checks()
+    for check in results:
+        mark = "ok " if check.ok else "!! "
+        print(f"{mark} {check.name:<16} {check.detail}")
+        if not check.ok and check.fix:
+            print(f"    {'':<16} fix: {check.fix}")
+    return 0 if ready(results) else 1
 
 
 @dataclass(frozen=True)
