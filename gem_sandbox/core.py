@@ -8,7 +8,7 @@ implementation:
   ``areset``, ``astep``, ``aclose``.
 
 A subclass implements whichever face is natural and gets the other for free. Async-native
-envs (tool use, code scoring) are driven from sync callers through :mod:`gem_sandbox.sync`;
+envs (tool use, code scoring) are driven from sync callers through :mod:`gem_sandbox.bridge`;
 sync-native envs are called inline from async callers when their steps are cheap
 (``blocking = False``, the pure-Python games), or through a worker thread when they block.
 
@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Generic, SupportsFloat, TypeVar
 
 import anyio.to_thread
 
-from gem_sandbox.sync import run_sync
+from gem_sandbox.bridge import run_sync
 
 ObsType = TypeVar("ObsType")
 ActType = TypeVar("ActType")

@@ -1,158 +1,65 @@
-"""The one bridge from blocking code to the async core, and the runtimes it hosts.
+"""Runtimes for blocking code: :class:`SyncRuntime` and the process default.
 
-GEM's and Gymnasium's API is synchronous (``env.step``, ``tool.execute_action``); the core is
-async. Every sync face calls :func:`run_sync`, which runs its coroutine on one event loop in a
-background thread and blocks until it returns. That loop hosts the runtimes sync code uses:
-each :class:`SyncRuntime`, and the process default, one :class:`~gem_sandbox.runtime.Runtime`
-opened on first use from :func:`gem_sandbox.configure`'s settings. Async code on a loop of its
-own never reaches the default: it opens a ``Runtime`` and passes it (``runtime=``), so its tool
-calls cost no thread and no hop (:func:`resolve_runtime` says so when one is missing).
-
-The thread is a daemon: Python joins non-daemon threads *before* it runs ``atexit`` hooks, so
-a loop on one would keep every process that used it from exiting. At exit the hook closes every
-hosted runtime (killing their sandboxes) and stops the loop.
+Sync callers reach the async core through :mod:`gem_sandbox.bridge`; the runtimes they use live
+on its loop, held open there: each :class:`SyncRuntime`, and the process default, one
+:class:`~gem_sandbox.runtime.Runtime` opened on first use from :func:`gem_sandbox.configure`'s
+settings. Async code on a loop of its own never reaches the default: it opens a ``Runtime`` and
+passes it (``runtime=``), so its tool calls cost no thread and no hop (:func:`resolve_runtime`
+says so when one is missing).
 """
 
 from __future__ import annotations
 
-import atexit
-import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
-import anyio.abc
-from anyio.from_thread import BlockingPortal
 
+from gem_sandbox import bridge
+from gem_sandbox.bridge import run_sync
 from gem_sandbox.runtime import LeasedSandbox, Runtime, RuntimeState
 from gem_sandbox.sandbox.errors import SandboxError
 from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics
 from gem_sandbox.sandbox.result import ExecResult
-
-T = TypeVar("T")
-
-#: Seconds the exit hook waits for hosted runtimes to close (their sandboxes to be killed).
-CLOSE_AT_EXIT = 20.0
 
 
 class MissingRuntime(SandboxError, RuntimeError):
     """Something that needs sandboxes ran on an event loop of the caller's without a runtime."""
 
 
-class _Bridge:
-    """The background loop, started on first use, and the runtimes living on it."""
+class _Default:
+    """The process default runtime; touched only on the bridge's loop."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._portal: BlockingPortal | None = None
-        self._thread: threading.Thread | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._hosted: dict[Runtime, tuple[anyio.Event, anyio.Event]] = {}  # (close it, closed)
-        self._default: Runtime | None = None
-        self._default_lock: anyio.Lock | None = None
-
-    def portal(self) -> BlockingPortal:
-        with self._lock:
-            if self._portal is None:
-                ready = threading.Event()
-                self._thread = threading.Thread(
-                    target=anyio.run, args=(self._main, ready), name="gem-sandbox-sync", daemon=True
-                )
-                self._thread.start()
-                ready.wait()
-                atexit.register(self.close)
-            assert self._portal is not None
-            return self._portal
-
-    async def _main(self, ready: threading.Event) -> None:
-        async with anyio.create_task_group() as tg:
-            async with BlockingPortal() as portal:
-                self._portal, self._tg, self._default_lock = portal, tg, anyio.Lock()
-                ready.set()
-                await portal.sleep_until_stopped()
-            tg.cancel_scope.cancel()
-
-    def on_loop(self) -> bool:
-        return self._thread is not None and threading.current_thread() is self._thread
-
-    def call(self, fn: Callable[..., Awaitable[T] | T], *args: Any) -> T:
-        if self.on_loop():
-            raise RuntimeError("a sync face was called from async code on gem-sandbox's loop; await the async face")
-        return self.portal().call(fn, *args)  # type: ignore[arg-type]
-
-    # -- hosting (on the loop) ---------------------------------------------------------
-    async def host(self, runtime: Runtime) -> None:
-        """Open ``runtime`` in a task of the bridge that holds it open until :meth:`unhost`."""
-        assert self._tg is not None
-        await self._tg.start(self._hold, runtime)
-
-    async def _hold(self, runtime: Runtime, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        release, closed = self._hosted[runtime] = anyio.Event(), anyio.Event()
-        try:
-            async with runtime:
-                task_status.started()
-                await release.wait()
-        finally:
-            del self._hosted[runtime]
-            closed.set()
-
-    async def unhost(self, runtime: Runtime) -> None:
-        """Close a hosted runtime and wait until it is closed; nothing if it is not hosted."""
-        events = self._hosted.get(runtime)
-        if events is not None:
-            events[0].set()
-            await events[1].wait()
-
-    async def default_runtime(self) -> Runtime:
-        if not self.on_loop():
-            raise MissingRuntime(
-                "sandboxes were asked for on your own event loop without a runtime: the process "
-                "default serves sync callers only. Open one on your loop (async with "
-                "gem_sandbox.Runtime() as runtime) and pass runtime=runtime to the tool, "
-                "get_wrapper_fns, make or make_vec"
-            )
-        runtime = self._default
-        if runtime is not None and runtime.state is RuntimeState.OPEN:
-            return runtime
-        assert self._default_lock is not None
-        async with self._default_lock:
-            if self._default is None or self._default.state is not RuntimeState.OPEN:
-                runtime = Runtime()
-                await self.host(runtime)
-                self._default = runtime
-            return self._default
-
-    async def close_default(self) -> None:
-        runtime, self._default = self._default, None
-        if runtime is not None:
-            await self.unhost(runtime)
-
-    async def _close_all(self) -> None:
-        with anyio.move_on_after(CLOSE_AT_EXIT):
-            async with anyio.create_task_group() as tg:
-                for runtime in list(self._hosted):
-                    tg.start_soon(self.unhost, runtime)
-
-    def close(self) -> None:
-        """Close every hosted runtime and stop the loop (the exit hook)."""
-        with self._lock:
-            portal, self._portal = self._portal, None
-        if portal is None:
-            return
-        portal.call(self._close_all)
-        portal.call(portal.stop)
-        if self._thread is not None:
-            self._thread.join(CLOSE_AT_EXIT)
+    runtime: Runtime | None = None
+    lock: anyio.Lock | None = None
 
 
-_bridge = _Bridge()
+async def _default_runtime() -> Runtime:
+    if not bridge.on_loop():
+        raise MissingRuntime(
+            "sandboxes were asked for on your own event loop without a runtime: the process "
+            "default serves sync callers only. Open one on your loop (async with "
+            "gem_sandbox.Runtime() as runtime) and pass runtime=runtime to the tool, "
+            "get_wrapper_fns, make or make_vec"
+        )
+    runtime = _Default.runtime
+    if runtime is not None and runtime.state is RuntimeState.OPEN:
+        return runtime
+    if _Default.lock is None:
+        _Default.lock = anyio.Lock()
+    async with _Default.lock:
+        if _Default.runtime is None or _Default.runtime.state is not RuntimeState.OPEN:
+            runtime = Runtime()
+            await bridge.hold(runtime)
+            _Default.runtime = runtime
+        return _Default.runtime
 
 
-def run_sync(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-    """``await fn(*args, **kwargs)`` on the bridge's loop, from blocking code."""
-    return _bridge.call(partial(fn, *args, **kwargs))
+async def _close_default() -> None:
+    runtime, _Default.runtime = _Default.runtime, None
+    if runtime is not None:
+        await bridge.release(runtime)
 
 
 async def resolve_runtime(runtime: Runtime | SyncRuntime | None) -> Runtime:
@@ -162,14 +69,14 @@ async def resolve_runtime(runtime: Runtime | SyncRuntime | None) -> Runtime:
         return runtime.runtime
     if runtime is not None:
         return runtime
-    return await _bridge.default_runtime()
+    return await _default_runtime()
 
 
 def close_default_runtime() -> None:
     """Close the process default runtime; the next sync use opens a new one with the settings
     :func:`gem_sandbox.configure` holds then."""
-    if _bridge._portal is not None:
-        _bridge.call(_bridge.close_default)
+    if bridge.running():
+        bridge.call(_close_default)
 
 
 class SyncSandbox:
@@ -210,7 +117,7 @@ class SyncRuntime:
         self.runtime = Runtime(backend, config, **options)
 
     def __enter__(self) -> SyncRuntime:
-        _bridge.call(_bridge.host, self.runtime)
+        bridge.call(bridge.hold, self.runtime)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -219,7 +126,7 @@ class SyncRuntime:
     def close(self) -> None:
         """Kill the runtime's sandboxes. Idempotent."""
         if self.runtime.state is RuntimeState.OPEN:
-            _bridge.call(_bridge.unhost, self.runtime)
+            bridge.call(bridge.release, self.runtime)
 
     @property
     def backend(self) -> str:
@@ -241,4 +148,4 @@ class SyncRuntime:
         run_sync(self.runtime.wait_ready, timeout)
 
     def statistics(self) -> PoolStatistics:
-        return _bridge.call(self.runtime.statistics)
+        return bridge.call(self.runtime.statistics)

@@ -12,7 +12,7 @@ from gem_sandbox_envs.math import register_all as register_math
 
 import gem_sandbox as gem
 from gem_sandbox.core import Env, EnvWrapper, InvalidAction, ResetNeeded
-from gem_sandbox.sync import run_sync
+from gem_sandbox.bridge import run_sync
 from tests.helpers import AsyncSleepEnv, CountdownEnv
 
 

@@ -24,8 +24,8 @@ import reprlib
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, overload
 
+from gem_sandbox.bridge import run_sync
 from gem_sandbox.core import Env, InvalidAction, ResetNeeded, _guard_areset, _guard_reset
-from gem_sandbox.sync import run_sync
 
 #: ``(observations, rewards, terminations, truncations, infos)``, each keyed by agent id.
 MultiStepReturn = tuple[

@@ -11,7 +11,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from gem_sandbox.sync import run_sync
+from gem_sandbox.bridge import run_sync
 from gem_sandbox.tools.episode import Episode
 
 

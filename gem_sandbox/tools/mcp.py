@@ -49,8 +49,8 @@ from typing import Any, ClassVar, TextIO, TypeVar
 
 import anyio
 
+from gem_sandbox.bridge import run_sync
 from gem_sandbox.sandbox.result import Status
-from gem_sandbox.sync import run_sync
 from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
 from gem_sandbox.tools.episode import Episode
 from gem_sandbox.tools.sandboxed import DEFAULT_MAX_OUTPUT_CHARS, cap

@@ -4,7 +4,7 @@ GEM's ``AsyncVectorEnv`` runs a thread per env; this one runs a coroutine per en
 group: an env that waits on a sandbox yields the loop to the others, and a thousand envs cost
 a thousand coroutines, not a thousand threads. An env with only a sync face runs in a worker
 thread (inline when it says it does not block). Its sync face drives the async one through
-:mod:`gem_sandbox.sync`.
+:mod:`gem_sandbox.bridge`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import anyio
 
+from gem_sandbox.bridge import run_sync
 from gem_sandbox.core import Env, StepReturn, aclose_env, areset_env, astep_env, env_suspends
-from gem_sandbox.sync import run_sync
 from gem_sandbox.vector.vector_env import (
     Actions,
     AutoresetMode,
