@@ -29,7 +29,12 @@ def describe(dataset_name: str, split: str | None, data_path: object | None, sam
 
 
 def describe_kwargs(kwargs: Mapping[str, Any]) -> str:
-    """:func:`describe` from an env's registered kwargs, for its ``describe_source``."""
+    """:func:`describe` from an env's registered kwargs, for its ``describe_source``; rows
+    given directly (``dataset=``) are "given dataset", and exclude the other sources."""
+    if kwargs.get("dataset") is not None:
+        if kwargs.get("sample") or kwargs.get("data_path") is not None:
+            raise ValueError("pass dataset=, data_path= or sample=True, not two: one source is never swapped")
+        return "given dataset"
     return describe(
         kwargs.get("dataset_name", ""), kwargs.get("split"), kwargs.get("data_path"), kwargs.get("sample", False)
     )

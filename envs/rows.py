@@ -18,7 +18,7 @@ import errno
 import json
 import os
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -168,6 +168,29 @@ class Source:
             bad = next(q for q in question_list if not isinstance(q, str))
             raise ValueError(f"{where}: questions are strings, got {bad!r}")
         return Items(tuple(question_list), tuple(answer_list))
+
+    def from_dataset(self, dataset: Any, split: str | None, keys: tuple[str, str]) -> Items:
+        """Rows given directly (GEM's ``dataset=``): a ``datasets`` Dataset (a DatasetDict: its
+        ``split``, or its only one) or an iterable of mappings."""
+        where = "the given dataset"
+        if isinstance(dataset, Mapping) and all(hasattr(part, "column_names") for part in dataset.values()):
+            if split is not None:
+                dataset = dataset[split]
+            elif len(dataset) == 1:
+                (dataset,) = dataset.values()
+            else:
+                raise ValueError(f"the dataset has several splits; pass split= one of {sorted(dataset)}")
+        if hasattr(dataset, "column_names"):
+            if missing := [key for key in keys if key not in dataset.column_names]:
+                raise ValueError(f"{where} has no {' or '.join(map(repr, missing))} column: {dataset.column_names}")
+            return self.items(dataset[keys[0]], dataset[keys[1]], where)
+        rows = list(dataset) if isinstance(dataset, Iterable) else None
+        if rows is None or not all(isinstance(row, Mapping) for row in rows):
+            raise ValueError("dataset= is a datasets.Dataset or a list of rows (dicts)")
+        for number, row in enumerate(rows, 1):
+            if missing := [key for key in keys if key not in row]:
+                raise ValueError(f"{where}, row {number}: no {' or '.join(map(repr, missing))} field")
+        return self.items([row[keys[0]] for row in rows], [row[keys[1]] for row in rows], where)
 
 
 class EpochOrder:

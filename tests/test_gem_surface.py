@@ -30,10 +30,6 @@ GEM_ROOT = Path(GEM_SPEC.origin).parent
 
 #: gem-llm modules with no counterpart here, and why.
 OMITTED_MODULES = {
-    # Unsafe: the host-subprocess runner behind a substring blacklist, whose timeout is never
-    # applied. Code runs in real sandboxes here (gem_sandbox.Runtime), and
-    # gem_sandbox.integrations.gem.install() replaces this very function inside gem-llm.
-    "gem.utils.sandbox": "unsafe host execution",
     # GEM's own sympy/pylatexenc grader with SIGALRM timeouts (main thread only). The math envs
     # here grade with math-verify in a worker process; another grader under GEM's names would
     # change what they mean (and gem-llm's module does not import without pylatexenc).
@@ -65,8 +61,14 @@ OMITTED_NAMES = {
     ("gem.envs.math_env", "verify_fn"): "GEM's grader (gem.utils.math_grader) bound to its MathEnv",
     ("gem.envs.qa_env", "apply_prompt"): "GEM's dataset preprocessing; the catalogue's QaEnv words its prompt itself",
     ("gem.envs.game_env.sokoban.sokoban", "CHANGE_COORDINATES"): "the move table internal to GEM's SokobanEnv",
-    ("gem.utils.constants", "BASE_IMPORTS"): "the prelude gem.utils.sandbox (left out) prepends to code",
+    ("gem.utils.constants", "BASE_IMPORTS"): "the prelude GEM's run_python prepends; gem_sandbox.tools.python has it",
     ("gem.utils.constants", "BASE_LEETCODE_IMPORTS"): "as BASE_IMPORTS",
+    # gem_sandbox.utils.sandbox.run_python runs code in a sandbox; GEM's host run and the
+    # substring blacklist in front of it have no counterpart (the sandbox is the isolation).
+    ("gem.utils.sandbox", "subprocess_run"): "unsafe host execution",
+    ("gem.utils.sandbox", "check_forbidden_imports"): "a substring blacklist, no isolation",
+    ("gem.utils.sandbox", "CLI_ARG_SIZE_LIMIT"): "when the host run passes code in a temp file; a sandbox run has no such limit",
+    ("gem.utils.sandbox", "ERROR_MSG_PREFIX"): "defined by GEM's module and used nowhere",
 }
 #: Names no module exports as API: module loggers.
 NOT_API = {"logger"}

@@ -37,6 +37,7 @@ from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.sync import SyncRuntime
 from gem_sandbox_envs import hub
+from gem_sandbox_envs.gem_options import refuse_unknown
 
 from . import tasks as task_sources
 from .base import ScoredCodeEnv
@@ -111,8 +112,10 @@ class CodeEnv(ScoredCodeEnv):
     ``data_path`` (a JSONL file), ``dataset`` (rows already loaded) or a download of
     ``dataset_name``. ``timeout`` (seconds) and ``memory_mb`` (None: the runtime's per-run
     default) bound each test run; ``early_exit`` defaults to on for ``reward="all"``, where
-    the first failure settles the reward, and off for ``"fraction"``. GEM's ``max_workers``,
-    ``verbose`` and ``sandbox_type`` are accepted and do nothing."""
+    the first failure settles the reward, and off for ``"fraction"``. The other arguments GEM's
+    envs take are accepted and do nothing (``max_workers``: ``max_parallel`` bounds the runs;
+    ``sandbox_type``: every run is sandboxed; ``verbose``, ``max_turns``...); any other name is
+    refused."""
 
     def __init__(
         self,
@@ -134,8 +137,9 @@ class CodeEnv(ScoredCodeEnv):
         memory_mb: int | None = None,
         compile_timeout: float = 30.0,
         runtime: Runtime | SyncRuntime | None = None,
-        **_: Any,
+        **gem_options: Any,
     ) -> None:
+        refuse_unknown(type(self), gem_options)
         if language not in LANGUAGES:
             raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
         if max_parallel < 1:
@@ -157,6 +161,13 @@ class CodeEnv(ScoredCodeEnv):
         return hub.describe(
             kwargs.get("dataset_name", ""), kwargs.get("split"), kwargs.get("data_path"), kwargs.get("sample", False)
         )
+
+    @property
+    def tests(self) -> Any:
+        """GEM's ``env.tests``: the current task's tests as its row gives them (a JSON string
+        decoded); None before the first reset."""
+        tests = self.task.get(self.test_key)
+        return json.loads(tests) if isinstance(tests, str) else tests
 
     def prompt(self, task: Task) -> str:
         return str(task[self.question_key])

@@ -59,6 +59,11 @@ class _GameType(ABCMeta):
     games take and ignore any keyword): every game keeps an exact signature, with no
     catch-all ``**kwargs`` to hide a typo in, and any other name is refused."""
 
+    def __init__(cls, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        cls.__signature__ = inspect.Signature(params)  # what the game takes, not ``__call__``'s (*args, **kwargs)
+
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         own = options(cls)
         refuse_unknown(cls, kwargs, own)

@@ -19,7 +19,8 @@ from typing import Any
 from gem_sandbox_envs.math.answer_check import CHECK_TIMEOUT, default_checker
 from gem_sandbox_envs.math.arithmetic import TERMINAL_STATE
 from gem_sandbox_envs import hub
-from gem_sandbox_envs.math.sources import StrPath, load
+from gem_sandbox_envs.gem_options import refuse_unknown
+from gem_sandbox_envs.math.sources import StrPath, from_dataset, load
 from gem_sandbox_envs.rows import EpochOrder
 
 from gem_sandbox.core import Env, ResetReturn, StepReturn
@@ -31,7 +32,11 @@ class MathEnv(Env[str, str]):
     ``reset(seed=s)`` draws one by seed, ``reset(idx=i)`` serves the source's ``i``-th.
 
     ``dataset_name``, ``split``, ``question_key`` and ``answer_key`` are GEM's (the registered
-    ids set them); ``data_path`` or ``sample`` choose another source (see :mod:`.sources`).
+    ids set them); ``data_path`` or ``sample`` choose another source (see :mod:`.sources`), or
+    ``dataset`` gives the rows themselves (as GEM's ``dataset=``: a ``datasets.Dataset``, or a
+    list of dicts). The other arguments GEM's envs take are accepted and ignored: ``use_mp``
+    (the answer is always checked in a worker process, so that a check that hangs can be cut
+    at ``check_timeout``), ``max_turns``, ``verbose``...
     """
 
     blocking = True  # a step waits for the checker process
@@ -46,14 +51,22 @@ class MathEnv(Env[str, str]):
         sample: bool = False,
         check_timeout: float = CHECK_TIMEOUT,
         seed: int | None = None,
+        dataset: Any = None,
+        **gem_options: Any,
     ) -> None:
+        refuse_unknown(type(self), gem_options)
         super().__init__(seed)
         if importlib.util.find_spec("math_verify") is None:
             raise ModuleNotFoundError(
                 "math envs check answers with math-verify: pip install 'gem-sandbox[math]'", name="math_verify"
             )
-        self.source = hub.describe(dataset_name, split, data_path, sample)
-        self.problems = load(dataset_name, split, data_path, sample, question_key, answer_key)
+        self.source = self.describe_source(
+            dataset_name=dataset_name, split=split, data_path=data_path, sample=sample, dataset=dataset
+        )
+        if dataset is not None:
+            self.problems = from_dataset(dataset, split, (question_key, answer_key))
+        else:
+            self.problems = load(dataset_name, split, data_path, sample, question_key, answer_key)
         self.check_timeout = check_timeout
         self.question = ""
         self.answers: tuple[str, ...] = ()

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from gem_sandbox_envs import hub
 from gem_sandbox_envs.qa import samples, scoring
 from gem_sandbox_envs.qa.corpus import corpus_index
-from gem_sandbox_envs.qa.sources import Questions, StrPath, data_dir, load, questions, sample_name
+from gem_sandbox_envs.qa.sources import StrPath, data_dir, from_dataset, load, sample_name
+from gem_sandbox_envs.gem_options import refuse_unknown
 from gem_sandbox_envs.rows import EpochOrder
 
 from gem_sandbox.core import Env, ResetReturn, StepReturn
@@ -63,7 +63,9 @@ class QaEnv(Env[str, str]):
     GEM's (the registered ids set them); ``data_path`` or ``sample`` choose another source (see
     :mod:`.sources`), or ``dataset`` gives the rows themselves (as GEM's ``dataset=``: a
     ``datasets.Dataset``/``DatasetDict``, or a list of dicts). ``corpus`` names a Search-R1
-    corpus the questions are about (see :attr:`search_index`).
+    corpus the questions are about (see :attr:`search_index`). The other arguments GEM's envs
+    take (``verbose``, ``load_from_cache_file``, ``max_turns``...) are accepted and ignored: a
+    QA episode is one turn, and this env logs nothing per step nor caches datasets itself.
     """
 
     blocking = False  # scoring is a string comparison
@@ -80,14 +82,16 @@ class QaEnv(Env[str, str]):
         dataset: Any = None,
         corpus: StrPath | None = None,
         seed: int | None = None,
+        **gem_options: Any,
     ) -> None:
+        refuse_unknown(type(self), gem_options)
         super().__init__(seed)
         self.extract_boxed = extract_boxed
         self.source = self.describe_source(
             dataset_name=dataset_name, split=split, data_path=data_path, sample=sample, dataset=dataset
         )
         if dataset is not None:
-            self.questions = _from_dataset(dataset, split, (question_key, answer_key))
+            self.questions = from_dataset(dataset, split, (question_key, answer_key))
         else:
             self.questions = load(dataset_name, split, data_path, sample, question_key, answer_key)
         if corpus is None and sample and sample_name(dataset_name, split) in samples.WORLD_SAMPLES:
@@ -100,11 +104,7 @@ class QaEnv(Env[str, str]):
         self._order = EpochOrder("question")
 
     @classmethod
-    def describe_source(cls, dataset: Any = None, **kwargs: Any) -> str:
-        if dataset is not None:
-            if kwargs.get("sample") or kwargs.get("data_path") is not None:
-                raise ValueError("pass dataset=, data_path= or sample=True, not two: one source is never swapped")
-            return "given dataset"
+    def describe_source(cls, **kwargs: Any) -> str:
         return hub.describe_kwargs(kwargs)
 
     @property
@@ -140,30 +140,6 @@ class QaEnv(Env[str, str]):
         if self.extract_boxed:
             return f"\\boxed{{{self.rng.choice(['True', 'False'])}}}"
         return f"<answer>{self.rng.choice(['yes', 'no', 'Paris', '1871', 'the river'])}</answer>"
-
-
-def _from_dataset(dataset: Any, split: str | None, keys: tuple[str, str]) -> Questions:
-    """Rows given directly: a ``datasets`` Dataset (a DatasetDict: its ``split``, or its only
-    one) or an iterable of mappings."""
-    if isinstance(dataset, Mapping) and all(hasattr(part, "column_names") for part in dataset.values()):
-        # a DatasetDict: split names -> datasets
-        if split is not None:
-            dataset = dataset[split]
-        elif len(dataset) == 1:
-            (dataset,) = dataset.values()
-        else:
-            raise ValueError(f"the dataset has several splits; pass split= one of {sorted(dataset)}")
-    if hasattr(dataset, "column_names"):
-        if missing := [key for key in keys if key not in dataset.column_names]:
-            raise ValueError(f"the dataset has no {' or '.join(map(repr, missing))} column: {dataset.column_names}")
-        return questions(dataset[keys[0]], dataset[keys[1]], "the given dataset")
-    rows = list(dataset) if isinstance(dataset, Iterable) else None
-    if rows is None or not all(isinstance(row, Mapping) for row in rows):
-        raise ValueError("dataset= is a datasets.Dataset or a list of rows (dicts)")
-    for number, row in enumerate(rows, 1):
-        if missing := [key for key in keys if key not in row]:
-            raise ValueError(f"the given dataset, row {number}: no {' or '.join(map(repr, missing))} field")
-    return questions([row[keys[0]] for row in rows], [row[keys[1]] for row in rows], "the given dataset")
 
 
 class FictionalWorldEnv(QaEnv):

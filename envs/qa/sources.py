@@ -19,7 +19,7 @@ SOURCE = Source(__package__, accepted_answers, extra="qa", noun="question", not_
 load = SOURCE.load
 read_file = SOURCE.read_file
 download = SOURCE.download
-questions = SOURCE.items  # validated rows given directly (QaEnv's dataset=)
+from_dataset = SOURCE.from_dataset  # rows given directly (GEM's dataset=)
 
 
 def data_dir() -> Path:
@@ -27,4 +27,4 @@ def data_dir() -> Path:
     return Path(str(SOURCE.data()))
 
 
-__all__ = ["SOURCE", "Questions", "StrPath", "data_dir", "download", "load", "questions", "read_file", "sample_name"]
+__all__ = ["SOURCE", "from_dataset", "Questions", "StrPath", "data_dir", "download", "load", "read_file", "sample_name"]

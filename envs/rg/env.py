@@ -13,7 +13,10 @@ from ``self.rng``, so ``reset(seed=s)`` repeats it.
 
 ``seed`` seeds ``self.rng``, as for every env here, not the pool: vector envs give each env its
 own ``seed`` (GEM's make_vec does too, where it reseeds the dataset), and a pool per env would
-cost a build each (``arc_agi``: about a second and 16 MB).
+cost a build each (``arc_agi``: about a second and 16 MB). So the same ``seed`` picks another
+problem than GEM's, whose ``seed`` builds the pool and whose episodes walk it in order; what
+GEM's trainers rely on holds: ``env.seed`` is the seed the env was made with, and envs made
+with different seeds draw different problems.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from gem_sandbox.core import Env, ResetReturn, StepReturn
+from gem_sandbox_envs.gem_options import refuse_unknown
 from gem_sandbox.utils.parsing import last_boxed_answer
 
 if TYPE_CHECKING:
@@ -66,8 +70,9 @@ class ReasoningGymEnv(Env[str, str]):
         size: int = 500,
         seed: int | None = None,
         dataset_seed: int = DATASET_SEED,
-        **_: Any,
+        **gem_options: Any,
     ) -> None:
+        refuse_unknown(type(self), gem_options)
         super().__init__(seed)
         self.name = name
         self.size = size
@@ -77,6 +82,12 @@ class ReasoningGymEnv(Env[str, str]):
     @classmethod
     def describe_source(cls, name: str, size: int = 500, dataset_seed: int = DATASET_SEED, **_: Any) -> str:
         return f"procedural: reasoning-gym {name} (size {size}, seed {dataset_seed})"
+
+    @property
+    def seed(self) -> int | None:
+        """GEM's ``env.seed``: the seed of this env's draws (the constructor's, or the last
+        ``reset(seed=)`` or ``spawn(seed=)``'s)."""
+        return self._seed
 
     @property
     def dataset(self) -> ProceduralDataset:
