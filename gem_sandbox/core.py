@@ -19,7 +19,8 @@ is not a string raises :class:`InvalidAction`, before the env is touched.
 GEM's own contract holds too, so that an env or wrapper written for ``gem`` runs here as it is:
 ``super().reset(seed)`` seeds (GEM's base does, the global ``random`` and ``numpy`` included),
 every constructor setting is an attribute from construction on, and wrappers accept envs that
-have only GEM's sync face (the module-level ``*_env`` helpers give any env both faces).
+have only GEM's sync face (the ``*_env`` helpers of :mod:`gem_sandbox.faces`, exported here too,
+give any env both faces).
 """
 
 from __future__ import annotations
@@ -30,12 +31,42 @@ import inspect
 import random
 import reprlib
 from collections.abc import Callable
-from pathlib import PurePath
 from typing import Any, ClassVar, Generic, SupportsFloat, TypeVar
 
 import anyio.to_thread
 
 from gem_sandbox.bridge import run_sync
+from gem_sandbox.faces import (
+    aclose_env,
+    areset_env,
+    astep_env,
+    close_env,
+    complete_faces,
+    env_blocking,
+    env_suspends,
+    get_state_of,
+    set_state_of,
+)
+from gem_sandbox.guards import exposing_settings, guard_areset, guard_astep, guard_reset, guard_step
+
+__all__ = [
+    "ActType",
+    "Env",
+    "EnvWrapper",
+    "InvalidAction",
+    "ObsType",
+    "ResetNeeded",
+    "ResetReturn",
+    "StepReturn",
+    "aclose_env",
+    "areset_env",
+    "astep_env",
+    "close_env",
+    "env_blocking",
+    "env_suspends",
+    "get_state_of",
+    "set_state_of",
+]
 
 ObsType = TypeVar("ObsType")
 ActType = TypeVar("ActType")
@@ -54,71 +85,6 @@ class InvalidAction(TypeError):
     a ``None`` from a failed generation) is a bug in the caller, not a move to score."""
 
 
-def _ended(result: Any) -> bool:
-    """Whether a step's return ends the episode; False for a malformed one, which whoever
-    called ``step`` reports (vector envs isolate it with its shape in the error)."""
-    try:
-        return bool(result[2] or result[3])
-    except (TypeError, IndexError, KeyError):
-        return False
-
-
-# The guards wrapped around the reset/step methods each subclass defines (see
-# ``Env.__init_subclass__``). Every write is idempotent (a step stores the turn it read at
-# entry + 1), so a subclass's step that calls ``super().step()``, two guards nested, still
-# counts one turn.
-def _guard_reset(fn: Callable[..., ResetReturn]) -> Callable[..., ResetReturn]:
-    @functools.wraps(fn)
-    def reset(self: Env, *args: Any, **kwargs: Any) -> ResetReturn:
-        self._turn, self._done = 0, False
-        try:
-            return fn(self, *args, **kwargs)
-        except BaseException:  # even after a nested reset succeeded: no episode to step
-            self._turn = None
-            raise
-
-    return reset
-
-
-def _guard_areset(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    async def areset(self: Env, *args: Any, **kwargs: Any) -> ResetReturn:
-        self._turn, self._done = 0, False
-        try:
-            return await fn(self, *args, **kwargs)
-        except BaseException:
-            self._turn = None
-            raise
-
-    return areset
-
-
-def _guard_step(fn: Callable[..., StepReturn]) -> Callable[..., StepReturn]:
-    @functools.wraps(fn)
-    def step(self: Env, action: Any) -> StepReturn:
-        turn = self._turn
-        if turn is None or self._done or not isinstance(action, str):
-            turn = self.check_step(action)  # raises; the fast path is the three checks above
-        result = fn(self, action)
-        self._turn, self._done = turn + 1, _ended(result)
-        return result
-
-    return step
-
-
-def _guard_astep(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    async def astep(self: Env, action: Any) -> StepReturn:
-        turn = self._turn
-        if turn is None or self._done or not isinstance(action, str):
-            turn = self.check_step(action)
-        result = await fn(self, action)
-        self._turn, self._done = turn + 1, _ended(result)
-        return result
-
-    return astep
-
-
 def _overrides(obj: object, name: str) -> bool:
     return _class_overrides(type(obj), name)
 
@@ -127,60 +93,6 @@ def _overrides(obj: object, name: str) -> bool:
 def _class_overrides(cls: type, name: str) -> bool:
     """Whether ``cls`` replaces ``Env.<name>``; cached, as vector envs ask per env per step."""
     return getattr(cls, name) is not getattr(Env, name)
-
-
-#: Constructor arguments never exposed as attributes: the seed lives in ``rng``/``_seed``.
-_NOT_SETTINGS = frozenset({"self", "seed"})
-
-
-def _is_plain(value: object) -> bool:
-    """Whether ``value`` is a setting to expose: plain data, cheap and safe to copy with the
-    env's state (not a runtime, a dataset or a tokenizer, which envs keep under names of their
-    own choosing)."""
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, PurePath)):
-        return True
-    if isinstance(value, (tuple, list, frozenset, set)):
-        return all(_is_plain(v) for v in value)
-    if isinstance(value, dict):
-        return all(_is_plain(k) and _is_plain(v) for k, v in value.items())
-    return False
-
-
-def _exposing_settings(init: Callable[..., None]) -> Callable[..., None]:
-    """Wrap a subclass's ``__init__`` so that each of its (plain) arguments the env did not
-    store under its own name becomes an attribute of that name.
-
-    GEM's envs store every setting (``env.max_turns`` is read before the first reset, as
-    OpenRLHF's example does); envs here may keep settings in a structure of their own and set
-    the attributes per episode (the games' ``-random`` variants draw them). Exposing what the
-    constructor was given keeps GEM's contract for every env without each one repeating it.
-    """
-    signature = inspect.signature(init)
-    params = [
-        p
-        for p in signature.parameters.values()
-        if p.name not in _NOT_SETTINGS and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    ]
-
-    @functools.wraps(init)
-    def __init__(self: Env, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        if not params or not type(self)._expose_settings:
-            return
-        try:
-            bound = signature.bind(self, *args, **kwargs)
-        except TypeError:  # a signature init itself accepted some other way: nothing to add
-            return
-        bound.apply_defaults()
-        attrs = getattr(self, "__dict__", None)
-        if attrs is None:
-            return
-        for p in params:
-            value = bound.arguments[p.name]
-            if p.name not in attrs and not hasattr(type(self), p.name) and _is_plain(value):
-                attrs[p.name] = value
-
-    return __init__
 
 
 class Env(Generic[ObsType, ActType]):
@@ -207,10 +119,10 @@ class Env(Generic[ObsType, ActType]):
 
     #: The guard each of these methods gets where a subclass defines it.
     _guards: ClassVar[dict[str, Callable[[Any], Any]]] = {
-        "reset": _guard_reset,
-        "areset": _guard_areset,
-        "step": _guard_step,
-        "astep": _guard_astep,
+        "reset": guard_reset,
+        "areset": guard_areset,
+        "step": guard_step,
+        "astep": guard_astep,
     }
     # Class defaults, so that an env whose ``__init__`` skips this one's starts with no episode.
     _turn: int | None = None  # steps taken this episode; None until a reset succeeds
@@ -223,7 +135,7 @@ class Env(Generic[ObsType, ActType]):
     env_id: str | None = None
     entry_point: Any = None
 
-    #: Whether constructor settings become attributes (see :func:`_exposing_settings`);
+    #: Whether constructor settings become attributes (see :func:`gem_sandbox.guards.exposing_settings`);
     #: wrappers and vector envs, whose attributes are forwarded or their own, opt out.
     _expose_settings: ClassVar[bool] = True
 
@@ -237,7 +149,7 @@ class Env(Generic[ObsType, ActType]):
                 setattr(cls, name, guard(fn))
         init = cls.__dict__.get("__init__")
         if inspect.isfunction(init):
-            cls.__init__ = _exposing_settings(init)  # type: ignore[method-assign]
+            cls.__init__ = exposing_settings(init)  # type: ignore[method-assign]
 
     def __init__(self, seed: int | None = None) -> None:
         self.rng = random.Random(seed)
@@ -394,139 +306,6 @@ class Env(Generic[ObsType, ActType]):
         return f"<{type(self).__name__}{f' {self.env_id}' if self.env_id else ''}>"
 
 
-# -- any env, GEM's included -------------------------------------------------------------
-# Wrappers and vector envs call the envs they hold through these, so that an env with only
-# GEM's sync face (a ``gem.Env``: no ``areset``, ``close``, ``get_state``...) works as well.
-def env_blocking(env: Any) -> bool:
-    """Whether ``env``'s sync face may block; an env that does not say is assumed to."""
-    return bool(getattr(env, "blocking", True))
-
-
-def env_suspends(env: Any) -> bool:
-    """Whether ``env``'s async face can suspend (see :attr:`Env.suspends`); a sync-only env's
-    does, as it runs in a worker thread."""
-    return bool(getattr(env, "suspends", True))
-
-
-async def _sync_face(env: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a sync-only env's method the way :meth:`Env._call_sync` would: inline when the env
-    says it does not block, else in a worker thread."""
-    if not env_blocking(env):
-        return fn(*args, **kwargs)
-    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
-
-
-async def areset_env(env: Any, seed: int | None = None, **kwargs: Any) -> ResetReturn:
-    """``await env.areset(...)``, or a sync-only env's ``reset`` (see :func:`_sync_face`)."""
-    areset = getattr(env, "areset", None)
-    if areset is not None:
-        return await areset(seed=seed, **kwargs)
-    return await _sync_face(env, env.reset, seed=seed, **kwargs)
-
-
-async def astep_env(env: Any, action: Any) -> StepReturn:
-    """``await env.astep(action)``, or a sync-only env's ``step``."""
-    astep = getattr(env, "astep", None)
-    if astep is not None:
-        return await astep(action)
-    return await _sync_face(env, env.step, action)
-
-
-def close_env(env: Any) -> None:
-    """``env.close()`` where it has one (GEM's envs have none)."""
-    close = getattr(env, "close", None)
-    if close is not None:
-        close()
-
-
-async def aclose_env(env: Any) -> None:
-    """``await env.aclose()``, else a sync ``close`` if it has one."""
-    aclose = getattr(env, "aclose", None)
-    if aclose is not None:
-        await aclose()
-    elif getattr(env, "close", None) is not None:
-        await _sync_face(env, env.close)
-
-
-def get_state_of(env: Any) -> dict[str, Any]:
-    """``env.get_state()``, or for an env without one a deep copy of its attributes (what
-    :meth:`Env.get_state` copies)."""
-    get_state = getattr(env, "get_state", None)
-    if get_state is not None:
-        return get_state()
-    return copy.deepcopy({k: v for k, v in vars(env).items() if not k.startswith("__")})
-
-
-def set_state_of(env: Any, state: dict[str, Any]) -> None:
-    """``env.set_state(state)``, or the inverse of :func:`get_state_of` for an env without one."""
-    set_state = getattr(env, "set_state", None)
-    if set_state is not None:
-        set_state(state)
-    else:
-        vars(env).update(copy.deepcopy(state))
-
-
-#: The pairs of faces: a wrapper subclass that overrides one of a pair gets the other through it.
-_FACES = (("reset", "areset"), ("step", "astep"), ("close", "aclose"))
-
-
-def _complete_faces(cls: type, own_name: str, made_name: str) -> None:
-    """Give ``cls``, which overrides only ``own_name`` of a pair of faces, the other face
-    ``made_name`` running it (inline or in a thread from the async face, through
-    :func:`run_sync` from the sync one).
-
-    A base's face may itself bridge to the other face (the tool wrapper's sync ``step`` runs
-    its ``astep``): while ``cls``'s own face runs, a call of the made face comes from such a
-    bridge and goes on to the base's face of that name, instead of round again. The mark is
-    an instance key (leading ``__``: :meth:`Env.get_state` leaves it out)."""
-    own = cls.__dict__[own_name]
-    running = f"__{cls.__module__}.{cls.__qualname__}.{own_name}"
-
-    def enter(self: Env) -> dict[str, Any]:
-        attrs = vars(self)
-        attrs[running] = attrs.get(running, 0) + 1
-        return attrs
-
-    def leave(attrs: dict[str, Any]) -> None:
-        attrs[running] -= 1
-        if not attrs[running]:
-            del attrs[running]
-
-    if inspect.iscoroutinefunction(own):
-
-        @functools.wraps(own)
-        async def own_face(self: Env, *args: Any, **kwargs: Any) -> Any:
-            attrs = enter(self)
-            try:
-                return await own(self, *args, **kwargs)
-            finally:
-                leave(attrs)
-
-        def made_face(self: Env, *args: Any, **kwargs: Any) -> Any:
-            if vars(self).get(running):
-                return getattr(super(cls, self), made_name)(*args, **kwargs)
-            return run_sync(getattr(self, own_name), *args, **kwargs)
-
-    else:
-
-        @functools.wraps(own)
-        def own_face(self: Env, *args: Any, **kwargs: Any) -> Any:
-            attrs = enter(self)
-            try:
-                return own(self, *args, **kwargs)
-            finally:
-                leave(attrs)
-
-        async def made_face(self: Env, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
-            if vars(self).get(running):
-                return await getattr(super(cls, self), made_name)(*args, **kwargs)
-            return await self._call_sync(getattr(self, own_name), *args, **kwargs)
-
-    made_face.__name__, made_face.__qualname__ = made_name, f"{cls.__qualname__}.{made_name}"
-    made_face.__doc__ = f"``{own_name}`` (which this class overrides), from the other face."
-    setattr(cls, own_name, own_face)
-    setattr(cls, made_name, made_face)
-
 
 class EnvWrapper(Env[ObsType, ActType]):
     """Changes one aspect of a wrapped env and forwards everything else.
@@ -540,7 +319,7 @@ class EnvWrapper(Env[ObsType, ActType]):
     over envs that never suspend, else in a worker thread), so no path bypasses them.
 
     The inner env may be any GEM-style env, sync face only (a ``gem.Env``): the async face,
-    ``close``, the state and the lifecycle checks fall back as the ``*_env`` helpers above say.
+    ``close``, the state and the lifecycle checks fall back as the ``*_env`` helpers of :mod:`gem_sandbox.faces` say.
 
     The lifecycle is the inner env's, which guards every step forwarded to it: wrappers are
     not guarded themselves, so stacking them costs and counts nothing more. A wrapper that
@@ -611,11 +390,7 @@ class EnvWrapper(Env[ObsType, ActType]):
         # (forwarding, or their own), so the other face of what a subclass overrides is made
         # to run it: no path bypasses the override.
         super().__init_subclass__(**kwargs)
-        for sync, async_ in _FACES:
-            if sync in cls.__dict__ and async_ not in cls.__dict__:
-                _complete_faces(cls, sync, async_)
-            elif async_ in cls.__dict__ and sync not in cls.__dict__:
-                _complete_faces(cls, async_, sync)
+        complete_faces(cls)
 
     # -- the faces: forward ------------------------------------------------------------
     def reset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import warnings
 from collections.abc import Sequence
 from typing import NoReturn

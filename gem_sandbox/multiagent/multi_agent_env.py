@@ -25,7 +25,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Literal, overload
 
 from gem_sandbox.bridge import run_sync
-from gem_sandbox.core import Env, InvalidAction, ResetNeeded, _guard_areset, _guard_reset
+from gem_sandbox.core import Env, InvalidAction, ResetNeeded
+from gem_sandbox.guards import guard_areset, guard_reset
 
 #: ``(observations, rewards, terminations, truncations, infos)``, each keyed by agent id.
 MultiStepReturn = tuple[
@@ -166,8 +167,8 @@ class MultiAgentEnv(Env[dict[str, str], dict[str, str]]):
     """
 
     _guards: ClassVar[dict[str, Callable[[Any], Any]]] = {
-        "reset": _guard_reset,
-        "areset": _guard_areset,
+        "reset": guard_reset,
+        "areset": guard_areset,
         "step": _guard_step,
         "astep": _guard_astep,
     }
