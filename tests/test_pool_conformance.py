@@ -8,6 +8,7 @@ Each kind keeps one pool open for the module; the test of closing opens a pool o
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
@@ -97,6 +98,8 @@ def _ray(stack: ExitStack) -> Kind:
     if LocalBackend.check():
         pytest.skip(LocalBackend.check())
     cluster = stack.enter_context(LoopbackCluster())
+    for signum in (signal.SIGINT, signal.SIGTERM):  # ray.init sets handlers its shutdown leaves
+        stack.callback(signal.signal, signum, signal.getsignal(signum))
     cluster.join()
     stack.callback(ray.shutdown)
     name = f"conformance{os.getpid()}"
