@@ -61,7 +61,7 @@ OMITTED_NAMES = {
     ("gem.envs.math_env", "verify_fn"): "GEM's grader (gem.utils.math_grader) bound to its MathEnv",
     ("gem.envs.qa_env", "apply_prompt"): "GEM's dataset preprocessing; the catalogue's QaEnv words its prompt itself",
     ("gem.envs.game_env.sokoban.sokoban", "CHANGE_COORDINATES"): "the move table internal to GEM's SokobanEnv",
-    ("gem.utils.constants", "BASE_IMPORTS"): "the prelude GEM's run_python prepends; gem_sandbox.tools.python has it",
+    ("gem.utils.constants", "BASE_IMPORTS"): "the prelude GEM's run_python prepends; gem_sandbox.tools.python_code_tool has it",
     ("gem.utils.constants", "BASE_LEETCODE_IMPORTS"): "as BASE_IMPORTS",
     # gem_sandbox.utils.sandbox.run_python runs code in a sandbox; GEM's host run and the
     # substring blacklist in front of it have no counterpart (the sandbox is the isolation).
@@ -77,7 +77,7 @@ NOT_API = {"logger"}
 KNOWN_GAPS = {
     # The catalogue's games (gem_sandbox_envs.games, not this library): the board suffix is
     # ``suffix()``, and GEM's internal-reward and sampling helpers have no counterpart.
-    # One server per tool, one session, no retries (see gem_sandbox.tools.mcp).
+    # One server per tool, one session, no retries (see gem_sandbox.tools.mcp_tool).
     ("gem.tools.mcp_tool", "MCPTool"): {
         "log_handler", "progress_handler", "sampling_handler", "max_retries", "delay_between_retries",
         "num_workers", "from_multi_server", "<positional order>",

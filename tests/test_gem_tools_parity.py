@@ -43,7 +43,7 @@ from gem_sandbox.core import Env  # noqa: E402
 from gem_sandbox.integrations import gem as drop_in  # noqa: E402
 from gem_sandbox.sandbox.result import Status  # noqa: E402
 from gem_sandbox.sync import SyncRuntime  # noqa: E402
-from gem_sandbox.tools.python import STANDARD_IMPORTS, PythonCodeTool  # noqa: E402
+from gem_sandbox.tools.python_code_tool import STANDARD_IMPORTS, PythonCodeTool  # noqa: E402
 from gem_sandbox.wrappers.wrapper_factory import get_wrapper_fns  # noqa: E402
 from tests.tool_fixtures import make_backend  # noqa: E402
 

@@ -16,14 +16,14 @@ from gem_sandbox.sync import run_sync
 from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
 from gem_sandbox.tools.calculator import CalculatorTool, evaluate
 from gem_sandbox.tools.episode import Episode
-from gem_sandbox.tools.python import PythonCodeTool
+from gem_sandbox.tools.python_code_tool import PythonCodeTool
 from gem_sandbox.wrappers import (
     EpisodeTrackingWrapper,
     ObservationWrapper,
     ToolEnvWrapper,
     get_wrapper_fns,
 )
-from gem_sandbox.wrappers.tool_env import MAX_USES_MESSAGE
+from gem_sandbox.tools.tool_env_wrapper import MAX_USES_MESSAGE
 from tests.helpers import CountdownEnv
 from tests.tool_fixtures import SPEC, make_backend
 

@@ -52,7 +52,7 @@ class ToolWrapperEntry:
         self.tool_success_reward = tool_success_reward
 
     def __call__(self, env: Env, runtime: Runtime | SyncRuntime | None = None, **options: Any) -> Env:
-        from gem_sandbox.wrappers.tool_env import ToolEnvWrapper  # sandbox code loads with the first tool wrapper
+        from gem_sandbox.tools.tool_env_wrapper import ToolEnvWrapper  # sandbox code loads with the first tool wrapper
 
         settings: dict[str, Any] = {
             "tool_reward": self.tool_reward,
@@ -67,7 +67,7 @@ class ToolWrapperEntry:
 
 def _python_tool(**settings: Any) -> Callable[[Any, Env], Tool]:
     def make(runtime: Any, env: Env) -> Tool:
-        from gem_sandbox.tools.python import PythonCodeTool
+        from gem_sandbox.tools.python_code_tool import PythonCodeTool
 
         return PythonCodeTool(timeout=5, runtime=runtime, **settings)
 
@@ -83,7 +83,7 @@ def _calculator_tool(runtime: Any, env: Env) -> Tool:
 def _search_tool(runtime: Any, env: Env) -> Tool:
     """GEM's search tool for ``env``: on the env's own corpus index when it has one (the
     duck-typed ``search_index`` of the unwrapped env), else on ``$SEARCH_URL``."""
-    from gem_sandbox.tools.search import SearchTool
+    from gem_sandbox.tools.search_tool import SearchTool
 
     index = getattr(env.unwrapped, "search_index", None)
     return SearchTool(topk=3, timeout=5, index=index, runtime=runtime)
