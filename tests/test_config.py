@@ -182,7 +182,7 @@ def test_known_variables_that_are_not_settings_are_not_warned_about(monkeypatch)
 
 def test_every_gem_sandbox_variable_the_project_uses_is_known():
     """A variable the code reads but the registry lacks would be warned about as a typo."""
-    from gem_sandbox.service import config as service_config
+    from gem_sandbox.service import options as service_config
 
     known = {*defaults.VARIABLES, defaults.BACKEND_VARIABLE, *defaults.OTHER_VARIABLES, *service_config.VARIABLES}
     sources = [ROOT / "README.md", *(ROOT / ".ci").glob("*")]

@@ -306,6 +306,22 @@ async def test_metrics_count_requests_runs_and_rejections(service: Service, http
     assert 'gem_sandbox_requests_total{method="POST",route="/v1/run",status="200"} 1.0' in metrics
 
 
+async def test_a_run_code_run_shows_in_the_runs_metric(service: Service, http: aiohttp.ClientSession) -> None:  # noqa: F811
+    async with http.post("/run_code", json={"code": "import sys; sys.exit(3)", "language": "python"}) as response:
+        assert (await response.json())["status"] == "Failed"
+    async with http.get("/metrics") as response:
+        metrics = await response.text()
+    assert 'gem_sandbox_runs_total{status="error"} 1.0' in metrics
+
+
+async def test_the_openapi_document_names_each_operation_as_its_api_does(service: Service) -> None:  # noqa: F811
+    async with aiohttp.ClientSession(service.url) as session:
+        async with session.get("/openapi.json") as response:
+            paths = (await response.json())["paths"]
+    assert paths["/run_code"]["post"]["operationId"] == "run_code"
+    assert paths["/v1/run"]["post"]["operationId"] == "one_shot"
+
+
 async def test_the_access_log_names_the_token_never_its_secret(
     service: Service, caplog: pytest.LogCaptureFixture  # noqa: F811
 ) -> None:

@@ -12,7 +12,7 @@ import pytest
 from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.errors import ConfigError
 from gem_sandbox.sandbox.settings import declared
-from gem_sandbox.service.config import ENV_PREFIX, ServiceConfig, TokenPolicy, load
+from gem_sandbox.service.options import ENV_PREFIX, ServeOptions, TokenPolicy, load
 
 TOML = """
 port = 9000
@@ -49,10 +49,10 @@ def test_variables_win_over_the_file_and_flags_over_both(toml_file: str) -> None
 
 
 def test_no_token_is_allowed_on_loopback_only() -> None:
-    assert ServiceConfig(host="127.0.0.1").tokens == ()
+    assert ServeOptions(host="127.0.0.1").tokens == ()
     with pytest.raises(ConfigError, match="without tokens"):
-        ServiceConfig(host="0.0.0.0")
-    assert ServiceConfig(host="0.0.0.0", tokens=(TokenPolicy(name="a", secret="s"),)).host == "0.0.0.0"
+        ServeOptions(host="0.0.0.0")
+    assert ServeOptions(host="0.0.0.0", tokens=(TokenPolicy(name="a", secret="s"),)).host == "0.0.0.0"
 
 
 @pytest.mark.parametrize(
@@ -80,7 +80,7 @@ def test_a_bool_setting_takes_only_true_or_false() -> None:
     with pytest.raises(ConfigError, match="GEM_SANDBOX_SERVE_E2B_COMPATIBLE must be a bool, got 'maybe'"):
         load(environ={"GEM_SANDBOX_SERVE_E2B_COMPATIBLE": "maybe"})
     with pytest.raises(ConfigError, match="e2b_compatible must be a bool, got 1"):
-        ServiceConfig(e2b_compatible=1)  # type: ignore[arg-type]
+        ServeOptions(e2b_compatible=1)  # type: ignore[arg-type]
     assert load(environ={}, overrides={"e2b_compatible": True}).e2b_compatible is True
 
 
@@ -113,14 +113,14 @@ def reference_row(cls: type, field: dataclasses.Field) -> str:
     default = repr(field.default_factory()) if field.default is dataclasses.MISSING else repr(field.default)  # type: ignore[misc]
     kind = rule.type_name + (" or None" if rule.optional else "")
     cells = [f"`{field.name}`", kind, f"`{default}`", rule.bound or "-", rule.doc]
-    if cls is ServiceConfig:
+    if cls is ServeOptions:
         cells.insert(1, f"`{ENV_PREFIX}{field.name.upper()}`")
     return "| " + " | ".join(cells) + " |"
 
 
 def test_the_reference_documents_every_setting_with_its_current_default() -> None:
     lines = set(REFERENCE.read_text().splitlines())
-    rows = [reference_row(ServiceConfig, f) for f in dataclasses.fields(ServiceConfig) if f.name not in ("pool", "tokens")]
+    rows = [reference_row(ServeOptions, f) for f in dataclasses.fields(ServeOptions) if f.name not in ("pool", "tokens")]
     rows += [reference_row(TokenPolicy, f) for f in dataclasses.fields(TokenPolicy) if f.name not in ("name", "secret")]
     missing = [row for row in rows if row not in lines]
     assert not missing, "docs/service.md lacks (or has stale) rows:\n" + "\n".join(missing)

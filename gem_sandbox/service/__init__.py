@@ -3,7 +3,9 @@ metrics and SandboxFusion's routes (docs/service.md). It uses the sandbox layer;
 below imports it (the remote runtime, :mod:`gem_sandbox.sandbox.remote`, speaks to it over HTTP).
 """
 
-from gem_sandbox.service.config import ServiceConfig, TokenPolicy, load
+from gem_sandbox.service.options import ServeOptions, TokenPolicy, load
 from gem_sandbox.service.server import running, serve
 
-__all__ = ["ServiceConfig", "TokenPolicy", "load", "running", "serve"]
+ServiceConfig = ServeOptions  # the old name, still used by tests/service_fixtures.py and benchmarks/
+
+__all__ = ["ServeOptions", "ServiceConfig", "TokenPolicy", "load", "running", "serve"]

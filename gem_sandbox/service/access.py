@@ -3,8 +3,8 @@
 A token comes as ``Authorization: Bearer <secret>`` or as the ``/t/<secret>/`` prefix of the
 path, for clients that can set an endpoint but no header (the ``sandbox-fusion`` package,
 verl). Secrets are looked up by their SHA-256, so the lookup's timing says nothing about a
-secret, and the secret itself is kept nowhere but in the config. With no token configured
-every request is the one ``anonymous`` tenant (the config allows that on loopback only).
+secret, and the secret itself is kept nowhere but in the options. With no token configured
+every request is the one ``anonymous`` tenant (the options allow that on loopback only).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from gem_sandbox.service.config import TokenPolicy
 from gem_sandbox.service.errors import Problem
+from gem_sandbox.service.options import TokenPolicy
 
 ANONYMOUS = TokenPolicy(name="anonymous", secret="-", max_concurrency=1_000_000, max_leases=1_000_000)
 

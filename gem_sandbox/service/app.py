@@ -1,12 +1,13 @@
-"""The aiohttp application: the route table, and the middleware every request passes.
+"""The aiohttp application, assembled: each API's routes (:mod:`.ops`, :mod:`.v1`,
+:mod:`.fusion`, and :mod:`.e2b` when ``e2b_compatible``), and the middleware every request
+passes.
 
 Each request goes through :func:`observe` (metrics, and every error rendered as JSON, so
 nothing a client sends ends as a traceback or a dropped connection), then :func:`guard`
 (token, quotas, the body within its deadline and size, idempotency), then its handler.
-:data:`ROUTES` is the one table of routes: the app registers it (each private route also
-under ``/t/{token}``) and :mod:`.openapi` documents it. With ``e2b_compatible`` the app also
-mounts :data:`.e2b.ROUTES`, which pass the same middleware but authenticate as e2b does and
-answer errors in e2b's shapes.
+:data:`ROUTES` is the table of routes: the app registers it (each private route also under
+``/t/{token}``) and :mod:`.openapi` documents it. e2b's routes pass the same middleware but
+authenticate as e2b does and answer errors in e2b's shapes.
 """
 
 from __future__ import annotations
@@ -15,104 +16,27 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import anyio
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
-from pydantic import BaseModel
 
 from gem_sandbox.sandbox.errors import SandboxError
-from gem_sandbox.service import e2b, fusion, openapi, v1
+from gem_sandbox.service import e2b, fusion, ops, v1
 from gem_sandbox.service.errors import Problem, problem_for
-from gem_sandbox.service.metrics import CONTENT_TYPE
 from gem_sandbox.service.replays import KEY_HEADER, Answer
-from gem_sandbox.service.state import SERVICE, TENANT, Service, parse
+from gem_sandbox.service.route import TABLE, Handler, Route
+from gem_sandbox.service.state import SERVICE, TENANT, Service
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger("gem_sandbox.service.access")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _MUTATING = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 _TOKEN_IN_PATH = re.compile(r"^/t/[^/]+")
 
 
-@dataclass(frozen=True)
-class Route:
-    method: str
-    path: str
-    handler: Handler
-    summary: str
-    body: type[BaseModel] | None = None
-    answer: type[BaseModel] | None = None
-    status: int = 200
-    public: bool = False  # needs no token
-    query: tuple[str, ...] = ()  # repeated query parameters it takes
-
-
-# -- public routes -------------------------------------------------------------------------
-
-
-async def healthz(request: web.Request) -> web.Response:
-    service = Service.of(request)
-    stats = service.runtime.statistics()
-    ready = not service.draining and service.runtime.backend is not None
-    body = {
-        "status": "ok" if ready else ("draining" if service.draining else "starting"),
-        "backend": service.runtime.backend,
-        "idle": stats.idle,
-        "leased": stats.leased,
-        "waiting": stats.waiting,
-    }
-    return web.json_response(body, status=200 if ready else 503)
-
-
-async def metrics(request: web.Request) -> web.Response:
-    return web.Response(body=Service.of(request).metrics.render(), headers={"Content-Type": CONTENT_TYPE})
-
-
-async def openapi_document(request: web.Request) -> web.Response:
-    return web.json_response(openapi.document(ROUTES))
-
-
-# -- SandboxFusion -------------------------------------------------------------------------
-
-
-async def run_code(request: web.Request) -> web.Response:
-    service, body = Service.of(request), await parse(request, fusion.RunCodeRequest)
-    answer = await fusion.run_code(service.runtime, body, max_timeout=service.config.max_run_timeout)
-    return web.json_response(answer.model_dump(mode="json"))
-
-
-async def run_jupyter(request: web.Request) -> web.Response:
-    service, body = Service.of(request), await parse(request, fusion.RunJupyterRequest)
-    answer = await fusion.run_jupyter(service.runtime, body, max_timeout=service.config.max_run_timeout)
-    return web.json_response(answer.model_dump(mode="json"))
-
-
-SB = "/v1/sandboxes/{id}"
-ROUTES: tuple[Route, ...] = (
-    Route("GET", "/healthz", healthz, "Whether the pool can serve", public=True),
-    Route("GET", "/metrics", metrics, "Prometheus metrics", public=True),
-    Route("GET", "/openapi.json", openapi_document, "This document", public=True),
-    Route("POST", "/v1/run", v1.one_shot, "One stateless run on any warm sandbox", v1.OneShotBody, v1.ExecResultModel),
-    Route("POST", "/v1/sandboxes", v1.create_lease, "Lease a sandbox", v1.LeaseBody, v1.LeaseModel, status=201),
-    Route("GET", "/v1/sandboxes", v1.list_leases, "This token's leases", answer=v1.LeaseList),
-    Route("GET", SB, v1.get_lease, "One lease", answer=v1.LeaseModel),
-    Route("DELETE", SB, v1.delete_lease, "End a lease; the sandbox is reset for its next tenant", status=204),
-    Route("POST", f"{SB}/run", v1.run, "Run code in a fresh process", v1.RunBody, v1.ExecResultModel),
-    Route("POST", f"{SB}/shell", v1.shell, "A command in a persistent shell session", v1.ShellBody, v1.ExecResultModel),
-    Route("POST", f"{SB}/kernel", v1.kernel, "Code in a persistent Python namespace", v1.KernelBody, v1.ExecResultModel),
-    Route("POST", f"{SB}/kernel/restart", v1.kernel_restart, "Drop a kernel's namespace", v1.KernelRestartBody, status=204),
-    Route("PUT", f"{SB}/files", v1.write_files, "Write files into the work dir", v1.WriteFilesBody, status=204),
-    Route("GET", f"{SB}/files", v1.read_files, "Read files from the work dir", answer=v1.FilesModel, query=("path",)),
-    Route("POST", f"{SB}/reset", v1.reset, "Back to a clean sandbox, keeping the lease", status=204),
-    Route("POST", "/run_code", run_code, "SandboxFusion's run_code", fusion.RunCodeRequest, fusion.RunCodeResponse),
-    Route(
-        "POST", "/run_jupyter", run_jupyter, "SandboxFusion's run_jupyter", fusion.RunJupyterRequest, fusion.RunJupyterResponse
-    ),
-)
+#: Every route but e2b's, each API's from its own module.
+ROUTES: tuple[Route, ...] = (*ops.ROUTES, *v1.ROUTES, *fusion.ROUTES)
 _PUBLIC = frozenset(route.handler for route in ROUTES if route.public)
 _E2B = {endpoint.handler: endpoint for endpoint in e2b.ROUTES}
 
@@ -177,19 +101,19 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 async def _body(request: web.Request, service: Service) -> bytes:
     """The whole body, within ``read_timeout`` and ``max_body_bytes``."""
     length = request.content_length
-    if length is not None and length > service.config.max_body_bytes:
+    if length is not None and length > service.options.max_body_bytes:
         raise _too_large(service)
     try:
-        with anyio.fail_after(service.config.read_timeout):
+        with anyio.fail_after(service.options.read_timeout):
             return await request.read()
     except TimeoutError:
-        raise Problem(408, "request_timeout", f"the body did not arrive within {service.config.read_timeout:g} s") from None
+        raise Problem(408, "request_timeout", f"the body did not arrive within {service.options.read_timeout:g} s") from None
     except web.HTTPRequestEntityTooLarge:
         raise _too_large(service) from None
 
 
 def _too_large(service: Service) -> Problem:
-    limit = service.config.max_body_bytes
+    limit = service.options.max_body_bytes
     return Problem(413, "too_large", f"the body is over the service's limit of {limit} bytes; send less per request")
 
 
@@ -247,13 +171,14 @@ class AccessLog(AbstractAccessLogger):
 
 
 def make_app(service: Service) -> web.Application:
-    app = web.Application(middlewares=[observe, guard], client_max_size=service.config.max_body_bytes)
+    app = web.Application(middlewares=[observe, guard], client_max_size=service.options.max_body_bytes)
     app[SERVICE] = service
+    app[TABLE] = ROUTES
     for route in ROUTES:
         app.router.add_route(route.method, route.path, route.handler)
         if not route.public:
             app.router.add_route(route.method, "/t/{token}" + route.path, route.handler)
-    if service.config.e2b_compatible:
+    if service.options.e2b_compatible:
         for endpoint in e2b.ROUTES:
             app.router.add_route(endpoint.method, endpoint.path, endpoint.handler)
     return app

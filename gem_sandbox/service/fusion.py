@@ -3,8 +3,8 @@
 Clients written for SandboxFusion (its ``sandbox-fusion`` package, verl's reward code and
 ``SandboxFusionTool``) send these request bodies and read these answers; this module turns
 them into runs and kernel commands on our pool, so those clients move by changing their
-endpoint (docs/service.md, "SandboxFusion"). The app parses the requests and renders the
-answers; the models here are also what its OpenAPI document shows.
+endpoint (docs/service.md, "SandboxFusion"). :data:`ROUTES` parse the requests and render the
+answers; the models here are also what the OpenAPI document shows.
 
 Every verdict comes from the :class:`ExecResult` statuses the sandbox layer observed, never
 from what the code printed (design.md §3, "Where a verdict comes from"): a program cannot
@@ -13,12 +13,12 @@ write its way to ``Success``, and only the infrastructure's failure is ``Sandbox
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import anyio
+from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from gem_sandbox.runtime import LeasedSandbox, Runtime
@@ -26,8 +26,13 @@ from gem_sandbox.sandbox import transfer
 from gem_sandbox.sandbox.errors import FileTransferError, UnsafePath
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.service import caps
+from gem_sandbox.service.caps import Seconds
+from gem_sandbox.service.codec import decode_files, encode_files
 from gem_sandbox.service.errors import Problem, bad_request
-from gem_sandbox.service.v1 import decode, encode
+from gem_sandbox.service.route import Route
+from gem_sandbox.service.runs import Runs
+from gem_sandbox.service.state import Service, parse
 
 LANGUAGES = ("python", "bash", "cpp")
 COMPILE = "exec g++ -O2 -std=c++17 -o main main.cpp"
@@ -35,7 +40,6 @@ RUN_BINARY = "exec ./main"  # exec: a signal that ends the program is its wait s
 KERNEL = "fusion"
 _EXCEPTION_LINE = re.compile(r"(?P<ename>[A-Za-z_][\w.]*)(?:: ?(?P<evalue>.*))?")
 
-Seconds = Annotated[float, Field(gt=0, description="seconds; capped at the service's max_run_timeout")]
 FILES = "path (relative to the work dir) -> base64 content, written before the code runs"
 FETCH = "paths read back after the code ran, answered in `files`; missing ones are left out"
 
@@ -106,10 +110,11 @@ class RunJupyterResponse(BaseModel):
 # -- the two routes ---------------------------------------------------------------------------
 
 
-async def run_code(runtime: Runtime, request: RunCodeRequest, *, max_timeout: float) -> RunCodeResponse:
+async def run_code(runtime: Runtime | Runs, request: RunCodeRequest, *, max_timeout: float) -> RunCodeResponse:
     """Run ``request.code`` once (``cpp``: compile, then run if that succeeded). A python or
     bash run with no files to write or fetch is a stateless run on any warm sandbox; the rest
-    lease one sandbox for the request."""
+    lease one sandbox for the request. The service passes its :class:`Runs`, so the runs are
+    counted; any runtime will do."""
     if request.language not in LANGUAGES:
         raise Problem(
             400,
@@ -118,8 +123,8 @@ async def run_code(runtime: Runtime, request: RunCodeRequest, *, max_timeout: fl
         )
     files = _decode({path: text for path, text in request.files.items() if text is not None})
     _check_paths(request.fetch_files)
-    run_timeout = min(request.run_timeout, max_timeout)
-    limits = _limits(runtime, request.memory_limit_MB)
+    run_timeout = caps.timeout(request.run_timeout, max_timeout)
+    limits = _limits(runtime.config.limits, request.memory_limit_MB, max_timeout)
     if request.language != "cpp" and not files and not request.fetch_files:
         ran = await runtime.run(
             request.code, request.language, stdin=request.stdin, timeout=run_timeout, limits=limits
@@ -130,7 +135,7 @@ async def run_code(runtime: Runtime, request: RunCodeRequest, *, max_timeout: fl
         if request.language == "cpp":
             _require_cpp(sandbox)
             await sandbox.write_files({**files, "main.cpp": request.code})
-            compiled = await sandbox.run(COMPILE, "bash", timeout=min(request.compile_timeout, max_timeout))
+            compiled = await sandbox.run(COMPILE, "bash", timeout=caps.timeout(request.compile_timeout, max_timeout))
             ran = None
             if compiled.ok:
                 ran = await sandbox.run(RUN_BINARY, "bash", stdin=request.stdin, timeout=run_timeout, limits=limits)
@@ -145,7 +150,7 @@ async def run_code(runtime: Runtime, request: RunCodeRequest, *, max_timeout: fl
         return _code_answer(compiled, ran, sandbox.id, fetched)
 
 
-async def run_jupyter(runtime: Runtime, request: RunJupyterRequest, *, max_timeout: float) -> RunJupyterResponse:
+async def run_jupyter(runtime: Runtime | Runs, request: RunJupyterRequest, *, max_timeout: float) -> RunJupyterResponse:
     """Run the cells in order in one kernel of a leased sandbox. A cell that raises fills its
     ``error`` and the next one runs; a cell that times out, or cells that outrun
     ``total_timeout``, fail the notebook (``TimeLimitExceeded``, no cells: SandboxFusion's rule)."""
@@ -155,7 +160,7 @@ async def run_jupyter(runtime: Runtime, request: RunJupyterRequest, *, max_timeo
         if files:
             await sandbox.write_files(files)
         started = anyio.current_time()
-        deadline = started + min(request.total_timeout, max_timeout)
+        deadline = started + caps.timeout(request.total_timeout, max_timeout)
         results: list[ExecResult] = []
         timed_out = False
         for cell in request.cells:
@@ -254,9 +259,9 @@ def _infra_failure(results: Iterable[ExecResult]) -> ExecResult | None:
 
 
 def _decode(files: Mapping[str, str]) -> dict[str, bytes]:
-    """File contents from base64 (:func:`.v1.decode`); an unsafe path answers 400 naming it too."""
+    """File contents from base64; an unsafe path answers 400 naming it too."""
     _check_paths(files)
-    return decode(files)
+    return decode_files(files)
 
 
 def _check_paths(paths: Iterable[str]) -> None:
@@ -276,17 +281,14 @@ async def _fetch(sandbox: LeasedSandbox, paths: Iterable[str]) -> dict[str, str]
             fetched.update(await sandbox.read_files([path]))
         except (FileTransferError, UnsafePath):
             continue
-    return encode(fetched)
+    return encode_files(fetched)
 
 
-def _limits(runtime: Runtime, memory_mb: int) -> RunLimits | None:
-    """The pool's limits with ``memory_mb`` per run (capped at the pool's own); None, the
+def _limits(pool: RunLimits, memory_mb: int, max_timeout: float) -> RunLimits | None:
+    """The pool's limits with ``memory_mb`` per run, capped as every API's are; None, the
     pool's as they are, for -1 or 0."""
-    if memory_mb <= 0:
-        return None
-    pool = runtime.config.limits
-    capped = min(memory_mb, pool.run_memory_mb) if pool.run_memory_mb else memory_mb
-    return dataclasses.replace(pool, run_memory_mb=capped)
+    asked = caps.Limits(run_memory_mb=memory_mb) if memory_mb > 0 else None
+    return caps.run_limits(pool, asked, max_timeout)
 
 
 def _require_cpp(sandbox: LeasedSandbox) -> None:
@@ -294,3 +296,34 @@ def _require_cpp(sandbox: LeasedSandbox) -> None:
     if not {"bash", "cpp"} <= set(languages):
         have = ", ".join(languages)
         raise Problem(400, "unsupported_language", f"cpp needs g++ and bash; these sandboxes have {have}")
+
+
+# -- the routes -----------------------------------------------------------------------------------
+
+
+async def run_code_route(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, RunCodeRequest)
+    answer = await run_code(service.runs, body, max_timeout=service.options.max_run_timeout)
+    return web.json_response(answer.model_dump(mode="json"))
+
+
+async def run_jupyter_route(request: web.Request) -> web.Response:
+    service, body = Service.of(request), await parse(request, RunJupyterRequest)
+    answer = await run_jupyter(service.runs, body, max_timeout=service.options.max_run_timeout)
+    return web.json_response(answer.model_dump(mode="json"))
+
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST", "/run_code", run_code_route, "SandboxFusion's run_code", RunCodeRequest, RunCodeResponse, operation="run_code"
+    ),
+    Route(
+        "POST",
+        "/run_jupyter",
+        run_jupyter_route,
+        "SandboxFusion's run_jupyter",
+        RunJupyterRequest,
+        RunJupyterResponse,
+        operation="run_jupyter",
+    ),
+)

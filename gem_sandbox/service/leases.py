@@ -16,13 +16,16 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from gem_sandbox.runtime import LeasedSandbox, Runtime
 from gem_sandbox.service.access import Tenant
 from gem_sandbox.service.errors import Problem, not_found
+
+if TYPE_CHECKING:
+    from gem_sandbox.service.e2b.state import E2bSandbox
 
 REAP_INTERVAL = 1.0  # seconds between looks for expired leases
 
@@ -37,11 +40,7 @@ class Lease:
     deadline: float = field(default=0.0)
     busy: int = 0
     started: float = field(default_factory=time.time)  # wall clock, for the APIs that show it
-    # What the e2b API keeps with its sandboxes (docs/service.md, e2b-compatible endpoint):
-    template: str | None = None
-    metadata: dict[str, str] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)  # the default environment of its code
-    access_token: str | None = None  # what its envd-style routes check
+    e2b: E2bSandbox | None = None  # what an e2b sandbox keeps (docs/service.md, e2b-compatible endpoint)
 
     def __post_init__(self) -> None:
         self.expire_in(self.ttl)

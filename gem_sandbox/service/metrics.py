@@ -1,8 +1,9 @@
 """Prometheus metrics of one service, in a registry of its own (prometheus-client).
 
 Requests by route and status and their latencies are counted by the app's middleware; runs by
-status (``infra_error`` among them) by the handlers; the pool's population and counters, the
-leases and the replays are read from their owners when scraped, so they can never drift.
+status (``infra_error`` among them) by :class:`.runs.Runs`, which every API runs code through;
+the pool's population and counters, the leases and the replays are read from their owners
+when scraped, so they can never drift.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pydantic.json_schema import models_json_schema
 from gem_sandbox import __version__
 
 if TYPE_CHECKING:
-    from gem_sandbox.service.app import Route
+    from gem_sandbox.service.route import Route
 
 _REF = "#/components/schemas/{model}"
 _ERROR = {
@@ -53,7 +53,7 @@ def document(routes: Sequence[Route]) -> dict[str, Any]:
 
 
 def _operation(route: Route, refs: dict[Any, Any]) -> dict[str, Any]:
-    operation: dict[str, Any] = {"summary": route.summary, "operationId": route.handler.__name__}
+    operation: dict[str, Any] = {"summary": route.summary, "operationId": route.operation_id}
     parameters = [
         {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
     ] if "{id}" in route.path else []

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.service.app import AccessLog, make_app
-from gem_sandbox.service.config import ServiceConfig
+from gem_sandbox.service.options import ServeOptions
 from gem_sandbox.service.state import Service
 
 log = logging.getLogger(__name__)
@@ -28,22 +28,22 @@ KEEPALIVE = 75.0  # seconds an idle keep-alive connection is held open
 
 
 @asynccontextmanager
-async def running(config: ServiceConfig, runtime: Runtime | None = None) -> AsyncIterator[Service]:
+async def running(options: ServeOptions, runtime: Runtime | None = None) -> AsyncIterator[Service]:
     """The service, listening, until the block exits. ``runtime`` (an open one) serves the
-    requests; without it one is opened from ``config`` and closed after."""
-    async with _runtime(config, runtime) as opened:
-        service = Service(config, opened)
+    requests; without it one is opened from ``options`` and closed after."""
+    async with _runtime(options, runtime) as opened:
+        service = Service(options, opened)
         await opened.pool()  # warm sandboxes start now, not at the first request
         runner = web.AppRunner(
             make_app(service),
             access_log_class=AccessLog,
             access_log=logging.getLogger("gem_sandbox.service.access"),
-            shutdown_timeout=config.shutdown_timeout,
+            shutdown_timeout=options.shutdown_timeout,
             keepalive_timeout=KEEPALIVE,
         )
         await runner.setup()
         try:
-            await web.TCPSite(runner, config.host, config.port, backlog=BACKLOG).start()
+            await web.TCPSite(runner, options.host, options.port, backlog=BACKLOG).start()
             service.url = _url(runner)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(service.leases.reap)
@@ -58,22 +58,22 @@ async def running(config: ServiceConfig, runtime: Runtime | None = None) -> Asyn
                 await service.leases.aclose()
 
 
-async def serve(config: ServiceConfig) -> None:
+async def serve(options: ServeOptions) -> None:
     """Serve until SIGTERM or SIGINT, then shut down gracefully."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with running(config) as service:
-            log.warning("serving %s on %s (%s tokens)", service.runtime.backend, service.url, len(config.tokens) or "no")
+        async with running(options) as service:
+            log.warning("serving %s on %s (%s tokens)", service.runtime.backend, service.url, len(options.tokens) or "no")
             async for signum in signals:
                 log.warning("%s: finishing requests in flight, then removing every sandbox", signal.Signals(signum).name)
                 break
 
 
 @asynccontextmanager
-async def _runtime(config: ServiceConfig, runtime: Runtime | None) -> AsyncIterator[Runtime]:
+async def _runtime(options: ServeOptions, runtime: Runtime | None) -> AsyncIterator[Runtime]:
     if runtime is not None:
         yield runtime
         return
-    async with Runtime(config.backend, **config.pool) as opened:
+    async with Runtime(options.backend, **options.pool) as opened:
         yield opened
 
 

@@ -1,4 +1,4 @@
-"""What every handler reaches: the :class:`Service` (runtime, tenants, leases, replays,
+"""What every handler reaches: the :class:`Service` (runtime, runs, tenants, leases, replays,
 metrics) and the request's tenant and body."""
 
 from __future__ import annotations
@@ -10,14 +10,16 @@ from typing import TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from gem_sandbox.runtime import LeasedSandbox, Runtime
-from gem_sandbox.sandbox.result import ExecResult
+from gem_sandbox.runtime import Runtime
+from gem_sandbox.sandbox.limits import RunLimits
+from gem_sandbox.service import caps
 from gem_sandbox.service.access import Access, Tenant
-from gem_sandbox.service.config import ServiceConfig
 from gem_sandbox.service.errors import bad_request
 from gem_sandbox.service.leases import Leases
 from gem_sandbox.service.metrics import Metrics
+from gem_sandbox.service.options import ServeOptions
 from gem_sandbox.service.replays import Replays
+from gem_sandbox.service.runs import CountedSandbox, Runs
 
 TENANT = web.RequestKey("tenant", Tenant)
 
@@ -27,13 +29,14 @@ Model = TypeVar("Model", bound=BaseModel)
 class Service:
     """The service's state, on one event loop with its runtime."""
 
-    def __init__(self, config: ServiceConfig, runtime: Runtime) -> None:
-        self.config = config
+    def __init__(self, options: ServeOptions, runtime: Runtime) -> None:
+        self.options = options
         self.runtime = runtime
-        self.access = Access(config.tokens)
-        self.leases = Leases(runtime, config.lease_ttl, config.max_lease_ttl)
-        self.replays = Replays(config.idempotency_ttl, config.idempotency_bytes)
+        self.access = Access(options.tokens)
+        self.leases = Leases(runtime, options.lease_ttl, options.max_lease_ttl)
+        self.replays = Replays(options.idempotency_ttl, options.idempotency_bytes)
         self.metrics = Metrics(self)
+        self.runs = Runs(runtime, self.metrics.runs)
         self.draining = False  # shutting down: health says so and new requests are refused
         self.url = ""  # where it listens, once it does
 
@@ -43,17 +46,17 @@ class Service:
 
     def timeout(self, asked: float | None) -> float | None:
         """A request's timeout, capped at ``max_run_timeout`` (None: the pool's default)."""
-        return None if asked is None else min(asked, self.config.max_run_timeout)
+        return caps.timeout(asked, self.options.max_run_timeout)
 
-    def result(self, result: ExecResult) -> web.Response:
-        self.metrics.runs.labels(result.status.value).inc()
-        return web.json_response(result.to_json())
+    def limits(self, asked: caps.Limits | None) -> RunLimits | None:
+        """A request's limits, each capped at the pool's (None: the pool's as they are)."""
+        return caps.run_limits(self.runtime.config.limits, asked, self.options.max_run_timeout)
 
     @asynccontextmanager
-    async def sandbox(self, request: web.Request) -> AsyncIterator[LeasedSandbox]:
+    async def sandbox(self, request: web.Request) -> AsyncIterator[CountedSandbox]:
         """The sandbox of the lease the path names, if the request's tenant holds it."""
         async with self.leases.using(tenant_of(request), request.match_info["id"]) as sandbox:
-            yield sandbox
+            yield self.runs.on(sandbox)
 
 
 SERVICE = web.AppKey("service", Service)

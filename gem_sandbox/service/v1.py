@@ -8,37 +8,23 @@ service's (503), never the code's.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import dataclasses
-import math
-from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from gem_sandbox.sandbox.limits import RunLimits
-from gem_sandbox.sandbox.result import Status
+from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.service.caps import Limits, Seconds
+from gem_sandbox.service.codec import decode_files, encode_files
 from gem_sandbox.service.errors import bad_request
+from gem_sandbox.service.route import Route
 from gem_sandbox.service.state import Service, parse, tenant_of
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
-Seconds = Annotated[float, Field(gt=0, description="seconds; capped at the service's max_run_timeout")]
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class Limits(_Body):
-    """Per-run limits (`RunLimits`'s fields); each is capped at the service's own."""
-
-    run_memory_mb: int | None = Field(None, ge=0)
-    cpu_seconds: int | None = Field(None, ge=1)
-    max_output_bytes: int | None = Field(None, ge=1)
-    file_size_mb: int | None = Field(None, ge=0)
-    nofile: int | None = Field(None, ge=16)
 
 
 class RunBody(_Body):
@@ -115,18 +101,22 @@ class FilesModel(BaseModel):
 # -- handlers ----------------------------------------------------------------------------
 
 
+def answer(result: ExecResult) -> web.Response:
+    return web.json_response(result.to_json())
+
+
 async def one_shot(request: web.Request) -> web.Response:
     service, body = Service.of(request), await parse(request, OneShotBody)
-    result = await service.runtime.run(
+    result = await service.runs.run(
         body.code,
         body.language,
         stdin=body.stdin,
         timeout=service.timeout(body.timeout),
         env=body.env,
-        files=decode(body.files) or None,
-        limits=limits(service, body.limits),
+        files=decode_files(body.files) or None,
+        limits=service.limits(body.limits),
     )
-    return service.result(result)
+    return answer(result)
 
 
 async def create_lease(request: web.Request) -> web.Response:
@@ -160,23 +150,23 @@ async def run(request: web.Request) -> web.Response:
             stdin=body.stdin,
             timeout=service.timeout(body.timeout),
             env=body.env,
-            limits=limits(service, body.limits),
+            limits=service.limits(body.limits),
         )
-    return service.result(result)
+    return answer(result)
 
 
 async def shell(request: web.Request) -> web.Response:
     service, body = Service.of(request), await parse(request, ShellBody)
     async with service.sandbox(request) as sandbox:
         result = await sandbox.shell(body.command, session=body.session, timeout=service.timeout(body.timeout))
-    return service.result(result)
+    return answer(result)
 
 
 async def kernel(request: web.Request) -> web.Response:
     service, body = Service.of(request), await parse(request, KernelBody)
     async with service.sandbox(request) as sandbox:
         result = await sandbox.kernel_exec(body.code, kernel=body.kernel, timeout=service.timeout(body.timeout))
-    return service.result(result)
+    return answer(result)
 
 
 async def kernel_restart(request: web.Request) -> web.Response:
@@ -190,7 +180,7 @@ async def write_files(request: web.Request) -> web.Response:
     service, body = Service.of(request), await parse(request, WriteFilesBody)
     async with service.sandbox(request) as sandbox:
         await sandbox.write_files(
-            decode(body.files), dest=body.dest, executable=body.executable, directories=body.directories
+            decode_files(body.files), dest=body.dest, executable=body.executable, directories=body.directories
         )
     return web.Response(status=204)
 
@@ -202,7 +192,7 @@ async def read_files(request: web.Request) -> web.Response:
         raise bad_request("name the files to read: ?path=a&path=b")
     async with service.sandbox(request) as sandbox:
         files = await sandbox.read_files(paths)
-    return web.json_response({"files": encode(files)})
+    return web.json_response({"files": encode_files(files)})
 
 
 async def reset(request: web.Request) -> web.Response:
@@ -211,34 +201,18 @@ async def reset(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-# -- helpers -----------------------------------------------------------------------------
-
-
-def decode(files: Mapping[str, str]) -> dict[str, bytes]:
-    """File contents from base64; a bad one answers 400 naming its file."""
-    decoded = {}
-    for path, text in files.items():
-        try:
-            decoded[path] = base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError):
-            raise bad_request(f"the content of {path!r} is not valid base64") from None
-    return decoded
-
-
-def encode(files: Mapping[str, bytes]) -> dict[str, str]:
-    return {path: base64.b64encode(data).decode("ascii") for path, data in files.items()}
-
-
-def limits(service: Service, asked: Limits | None) -> RunLimits | None:
-    """The limits a request asked for, each capped at the pool's own (0 = "no cap" is
-    capped too, where the pool has one)."""
-    if asked is None:
-        return None
-    ceiling = service.runtime.config.limits
-    cpu_cap = ceiling.cpu_seconds or math.ceil(service.config.max_run_timeout) + 1
-    capped = {}
-    for name, value in asked.model_dump(exclude_none=True).items():
-        cap = cpu_cap if name == "cpu_seconds" else getattr(ceiling, name)
-        unbounded = value == 0 and name in ("run_memory_mb", "file_size_mb")
-        capped[name] = cap if cap and (unbounded or value > cap) else value
-    return dataclasses.replace(ceiling, **capped)
+SB = "/v1/sandboxes/{id}"
+ROUTES: tuple[Route, ...] = (
+    Route("POST", "/v1/run", one_shot, "One stateless run on any warm sandbox", OneShotBody, ExecResultModel),
+    Route("POST", "/v1/sandboxes", create_lease, "Lease a sandbox", LeaseBody, LeaseModel, status=201),
+    Route("GET", "/v1/sandboxes", list_leases, "This token's leases", answer=LeaseList),
+    Route("GET", SB, get_lease, "One lease", answer=LeaseModel),
+    Route("DELETE", SB, delete_lease, "End a lease; the sandbox is reset for its next tenant", status=204),
+    Route("POST", f"{SB}/run", run, "Run code in a fresh process", RunBody, ExecResultModel),
+    Route("POST", f"{SB}/shell", shell, "A command in a persistent shell session", ShellBody, ExecResultModel),
+    Route("POST", f"{SB}/kernel", kernel, "Code in a persistent Python namespace", KernelBody, ExecResultModel),
+    Route("POST", f"{SB}/kernel/restart", kernel_restart, "Drop a kernel's namespace", KernelRestartBody, status=204),
+    Route("PUT", f"{SB}/files", write_files, "Write files into the work dir", WriteFilesBody, status=204),
+    Route("GET", f"{SB}/files", read_files, "Read files from the work dir", answer=FilesModel, query=("path",)),
+    Route("POST", f"{SB}/reset", reset, "Back to a clean sandbox, keeping the lease", status=204),
+)

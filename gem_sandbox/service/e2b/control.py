@@ -21,6 +21,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from gem_sandbox.service.access import Tenant
+from gem_sandbox.service.e2b.state import E2bSandbox
 from gem_sandbox.service.e2b.wire import Endpoint, Handler, plain_error
 from gem_sandbox.service.errors import Problem, bad_request, not_found
 from gem_sandbox.service.leases import Lease
@@ -66,8 +67,7 @@ async def create(request: web.Request) -> web.Response:
     if body.auto_pause:
         raise bad_request("sandboxes cannot be paused here: create without auto_pause")
     lease = await service.leases.create(request[TENANT], body.timeout or DEFAULT_TIMEOUT, renews=False)
-    lease.template, lease.metadata, lease.env = body.template, body.metadata, body.env
-    lease.access_token = secrets.token_urlsafe(24)
+    lease.e2b = E2bSandbox(body.template, secrets.token_urlsafe(24), body.metadata, body.env)
     return web.json_response(_sandbox(lease), status=201)
 
 
@@ -79,8 +79,8 @@ async def list_sandboxes(request: web.Request) -> web.Response:
         lease
         for lease in _e2b_leases(service, request[TENANT])
         if "running" in states
-        and wanted.items() <= lease.metadata.items()
-        and query.get("template", lease.template) == lease.template
+        and wanted.items() <= _e2b(lease).metadata.items()
+        and query.get("template", _e2b(lease).template) == _e2b(lease).template
     ]
     leases.sort(key=lambda lease: lease.started, reverse=query.get("order") == "desc")
     start, limit = _count(query.get("nextToken", "0"), "nextToken"), _count(query.get("limit", str(PAGE)), "limit")
@@ -93,7 +93,7 @@ async def list_sandboxes(request: web.Request) -> web.Response:
 async def get_info(request: web.Request) -> web.Response:
     service = Service.of(request)
     lease = _find(request)
-    return web.json_response(dict(_listed(service, lease), envdAccessToken=lease.access_token, domain=None))
+    return web.json_response(dict(_listed(service, lease), envdAccessToken=_e2b(lease).access_token, domain=None))
 
 
 async def kill(request: web.Request) -> web.Response:
@@ -121,37 +121,43 @@ async def connect(request: web.Request) -> web.Response:
 
 def _e2b_leases(service: Service, tenant: Tenant) -> list[Lease]:
     """The token's e2b sandboxes (its /v1 leases have no access token: envd cannot reach them)."""
-    return [lease for lease in service.leases.owned_by(tenant) if lease.access_token is not None]
+    return [lease for lease in service.leases.owned_by(tenant) if lease.e2b is not None]
 
 
 def _find(request: web.Request) -> Lease:
     lease = Service.of(request).leases.find(request[TENANT], request.match_info["id"])
-    if lease.access_token is None:
+    if lease.e2b is None:
         raise not_found(f"sandbox {lease.id}")
     return lease
 
 
+def _e2b(lease: Lease) -> E2bSandbox:
+    assert lease.e2b is not None  # only e2b's leases are found or listed here
+    return lease.e2b
+
+
 def _sandbox(lease: Lease) -> dict[str, Any]:
     """e2b's ``Sandbox``: what create and connect answer."""
+    state = _e2b(lease)
     return {
-        "templateID": lease.template,
-        "alias": lease.template,
+        "templateID": state.template,
+        "alias": state.template,
         "sandboxID": lease.id,
         "clientID": CLIENT_ID,
         "envdVersion": ENVD_VERSION,
-        "envdAccessToken": lease.access_token,
-        "trafficAccessToken": lease.access_token,  # the code interpreter's context calls send only this
+        "envdAccessToken": state.access_token,
+        "trafficAccessToken": state.access_token,  # the code interpreter's context calls send only this
         "domain": None,
     }
 
 
 def _listed(service: Service, lease: Lease) -> dict[str, Any]:
     """e2b's ``ListedSandbox``."""
-    spec = service.runtime.config.spec
+    spec, state = service.runtime.config.spec, _e2b(lease)
     ends = time.time() + max(0.0, lease.deadline - time.monotonic())
     return {
-        "templateID": lease.template,
-        "alias": lease.template,
+        "templateID": state.template,
+        "alias": state.template,
         "sandboxID": lease.id,
         "clientID": CLIENT_ID,
         "startedAt": _timestamp(lease.started),
@@ -161,7 +167,7 @@ def _listed(service: Service, lease: Lease) -> dict[str, Any]:
         "diskSizeMB": spec.workdir_mb,
         "state": "running",
         "envdVersion": ENVD_VERSION,
-        "metadata": lease.metadata,
+        "metadata": state.metadata,
     }
 
 

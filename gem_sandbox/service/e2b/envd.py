@@ -22,6 +22,7 @@ from aiohttp import web
 
 from gem_sandbox.runtime import LeasedSandbox
 from gem_sandbox.service.access import Tenant
+from gem_sandbox.service.e2b.state import E2bSandbox
 from gem_sandbox.service.e2b.wire import Endpoint, Handler, connect_error, plain_error
 from gem_sandbox.service.errors import Problem
 from gem_sandbox.service.leases import Lease
@@ -48,6 +49,13 @@ def jupyter_tenant(request: web.Request, service: Service) -> Tenant:
 def lease_of(request: web.Request) -> Lease:
     """The lease an authenticated envd request is for."""
     return request[LEASE]
+
+
+def e2b_of(request: web.Request) -> E2bSandbox:
+    """What the sandbox an authenticated envd request is for keeps as an e2b sandbox."""
+    state = request[LEASE].e2b
+    assert state is not None  # _authorize let in only leases that have it
+    return state
 
 
 @asynccontextmanager
@@ -95,10 +103,11 @@ def rpc(service: str, method: str, handler: Handler) -> Endpoint:
 def _authorize(request: web.Request, service: Service, headers: Sequence[str]) -> Tenant:
     sandbox_id = request.headers.get(SANDBOX_HEADER, "")
     lease = service.leases.get(sandbox_id)
-    if lease is None or lease.access_token is None:
+    if lease is None or lease.e2b is None:
         raise _gone(sandbox_id)
     tokens = [request.headers[name] for name in headers if name in request.headers]
-    if not any(secrets.compare_digest(token.encode(), lease.access_token.encode()) for token in tokens):
+    expected = lease.e2b.access_token.encode()
+    if not any(secrets.compare_digest(token.encode(), expected) for token in tokens):
         raise Problem(401, "unauthenticated", f"the sandbox {sandbox_id} needs its envdAccessToken as {ACCESS_HEADER}")
     request[LEASE] = lease
     return lease.tenant

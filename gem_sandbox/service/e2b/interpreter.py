@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import secrets
 import time
-import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -27,13 +25,12 @@ from pydantic import BaseModel
 
 from gem_sandbox.runtime import LeasedSandbox
 from gem_sandbox.sandbox.result import ExecResult, Status
-from gem_sandbox.service.e2b.envd import e2b_path, jupyter_tenant, lease_of, local_path, sandbox_of
+from gem_sandbox.service.e2b.envd import e2b_of, e2b_path, jupyter_tenant, local_path, sandbox_of
+from gem_sandbox.service.e2b.state import DEFAULT_CONTEXT, Context
 from gem_sandbox.service.e2b.wire import Endpoint, plain_error
 from gem_sandbox.service.errors import Problem
-from gem_sandbox.service.leases import Lease
 from gem_sandbox.service.state import Service, parse
 
-DEFAULT = "default"
 SETUP_TIMEOUT = 30.0  # seconds for the commands that set a kernel's env and cwd
 _TRACEBACK = "Traceback (most recent call last):"
 _FAILURES = {
@@ -43,34 +40,6 @@ _FAILURES = {
     Status.KILLED: ("KilledError", "the cell was killed by a signal"),
     Status.INFRA_ERROR: ("SandboxError", "the sandbox failed; create a new one"),
 }
-
-
-@dataclass
-class Context:
-    """One kernel of a sandbox, as the SDK sees it."""
-
-    id: str
-    cwd: str = "."  # work-dir relative
-    executions: int = 0
-    ready: bool = False  # its kernel has the sandbox's env and its cwd
-
-    def describe(self) -> dict[str, str]:
-        return {"id": self.id, "language": "python", "cwd": e2b_path(self.cwd)}
-
-
-@dataclass
-class Contexts:
-    """A sandbox's contexts; they end with its lease."""
-
-    by_id: dict[str, Context] = field(default_factory=lambda: {DEFAULT: Context(DEFAULT)})
-
-    def find(self, context_id: str) -> Context:
-        if context_id not in self.by_id:
-            raise Problem(404, "not_found", f"no context {context_id} in this sandbox")
-        return self.by_id[context_id]
-
-
-_contexts: weakref.WeakKeyDictionary[Lease, Contexts] = weakref.WeakKeyDictionary()
 
 
 class ExecuteBody(BaseModel):
@@ -85,25 +54,22 @@ class ContextBody(BaseModel):
     cwd: str | None = None
 
 
-def contexts_of(lease: Lease) -> Contexts:
-    return _contexts.setdefault(lease, Contexts())
-
-
 async def execute(request: web.Request) -> web.Response:
     service, body = Service.of(request), await parse(request, ExecuteBody)
     _python_only(body.language)
-    lease = lease_of(request)
-    context = contexts_of(lease).find(body.context_id or DEFAULT)
+    state = e2b_of(request)
+    context = state.context(body.context_id or DEFAULT_CONTEXT)
     async with sandbox_of(request) as sandbox:
-        await _ready(sandbox, context, lease.env)
+        await _ready(sandbox, context, state.env)
         saved = await _setup(sandbox, context, _set_env(body.env_vars)) if body.env_vars else None
-        result = await sandbox.kernel_exec(body.code, kernel=context.id, timeout=service.config.max_run_timeout)
+        timeout = service.options.max_run_timeout
+        result = await service.runs.on(sandbox).kernel_exec(body.code, kernel=context.id, timeout=timeout)
         if result.status not in (Status.OK, Status.ERROR):
             context.ready = False  # a kernel killed or stuck is started afresh, without them
         elif saved is not None:
             await _setup(sandbox, context, _restore_env(json.loads(saved.stdout)))
     context.executions += 1
-    events = _events(result, context.executions, service.config.max_run_timeout)
+    events = _events(result, context.executions, service.options.max_run_timeout)
     return web.Response(body="".join(json.dumps(event) + "\n" for event in events), content_type="application/x-ndjson")
 
 
@@ -113,32 +79,36 @@ async def create_context(request: web.Request) -> web.Response:
     async with sandbox_of(request) as sandbox:
         cwd = local_path(body.cwd, sandbox) if body.cwd else "."
     context = Context("ctx-" + secrets.token_hex(8), cwd)
-    contexts_of(lease_of(request)).by_id[context.id] = context
-    return web.json_response(context.describe())
+    e2b_of(request).contexts[context.id] = context
+    return web.json_response(_describe(context))
 
 
 async def list_contexts(request: web.Request) -> web.Response:
-    return web.json_response([context.describe() for context in contexts_of(lease_of(request)).by_id.values()])
+    return web.json_response([_describe(context) for context in e2b_of(request).contexts.values()])
 
 
 async def remove_context(request: web.Request) -> web.Response:
     """Drop the context and its kernel's namespace (the default one comes back empty)."""
-    contexts = contexts_of(lease_of(request))
-    context = contexts.find(request.match_info["id"])
+    state = e2b_of(request)
+    context = state.context(request.match_info["id"])
     async with sandbox_of(request) as sandbox:
         await sandbox.kernel_restart(context.id)
-    del contexts.by_id[context.id]
-    if context.id == DEFAULT:
-        contexts.by_id[DEFAULT] = Context(DEFAULT)
+    del state.contexts[context.id]
+    if context.id == DEFAULT_CONTEXT:
+        state.contexts[DEFAULT_CONTEXT] = Context(DEFAULT_CONTEXT)
     return web.Response(status=204)
 
 
 async def restart_context(request: web.Request) -> web.Response:
-    context = contexts_of(lease_of(request)).find(request.match_info["id"])
+    context = e2b_of(request).context(request.match_info["id"])
     async with sandbox_of(request) as sandbox:
         await sandbox.kernel_restart(context.id)
     context.ready, context.executions = False, 0
     return web.Response(status=204)
+
+
+def _describe(context: Context) -> dict[str, str]:
+    return {"id": context.id, "language": "python", "cwd": e2b_path(context.cwd)}
 
 
 def _python_only(language: str | None) -> None:

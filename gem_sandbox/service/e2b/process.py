@@ -11,11 +11,8 @@ command past its deadline ends the stream with ``deadline_exceeded``, as envd do
 
 from __future__ import annotations
 
-import base64
-import binascii
 import shlex
 import signal
-import weakref
 from typing import Any
 
 import anyio
@@ -24,26 +21,16 @@ from aiohttp import web
 from gem_sandbox.sandbox.client import Process
 from gem_sandbox.sandbox.errors import ProcessEnded
 from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.service import codec
 from gem_sandbox.service.e2b import connect
-from gem_sandbox.service.e2b.envd import lease_of, local_path, rpc, sandbox_of
+from gem_sandbox.service.e2b.envd import e2b_of, local_path, rpc, sandbox_of
+from gem_sandbox.service.e2b.state import Command
 from gem_sandbox.service.errors import Problem
-from gem_sandbox.service.leases import Lease
 
 KEEPALIVE_HEADER = "Keepalive-Ping-Interval"
 TIMEOUT_HEADER = "connect-timeout-ms"
 DEFAULT_KEEPALIVE = 50.0
 SIGNALS = {"SIGNAL_SIGKILL": signal.SIGKILL, "SIGNAL_SIGTERM": signal.SIGTERM, 9: signal.SIGKILL, 15: signal.SIGTERM}
-
-
-class _Command:
-    """A started command as ``commands.list`` shows it."""
-
-    def __init__(self, process: Process, config: dict[str, Any], tag: str | None) -> None:
-        self.process, self.config, self.tag = process, config, tag
-
-
-#: Each sandbox's running commands, by pid; gone with the lease.
-_running: weakref.WeakKeyDictionary[Lease, dict[int, _Command]] = weakref.WeakKeyDictionary()
 
 
 async def start(request: web.Request) -> web.StreamResponse:
@@ -52,7 +39,7 @@ async def start(request: web.Request) -> web.StreamResponse:
     keepalive = _seconds(request.headers.get(KEEPALIVE_HEADER), DEFAULT_KEEPALIVE)
     timeout_ms = request.headers.get(TIMEOUT_HEADER)
     timeout = _seconds(timeout_ms, 0.0) / 1000 if timeout_ms else None
-    lease = lease_of(request)
+    state = e2b_of(request)
     async with sandbox_of(request) as sandbox:
         code = _command_line(config, sandbox)
         process = await sandbox.spawn(
@@ -60,15 +47,14 @@ async def start(request: web.Request) -> web.StreamResponse:
             "bash",
             stdin_open=bool(message.get("stdin")),
             timeout=timeout or None,
-            env={**lease.env, **_strings(config.get("envs"))},
+            env={**state.env, **_strings(config.get("envs"))},
         )
-        commands = _running.setdefault(lease, {})
         if process.pid is not None:
-            commands[process.pid] = _Command(process, config, message.get("tag"))
+            state.commands[process.pid] = Command(process, config, message.get("tag"))
         try:
             return await _stream(request, process, keepalive)
         finally:
-            commands.pop(process.pid or -1, None)
+            state.commands.pop(process.pid or -1, None)
 
 
 async def send_signal(request: web.Request) -> web.Response:
@@ -82,7 +68,7 @@ async def send_signal(request: web.Request) -> web.Response:
 
 async def send_input(request: web.Request) -> web.Response:
     message = await connect.message(request)
-    data = _bytes(((message.get("input") or {}).get("stdin")) or "")
+    data = codec.decode(((message.get("input") or {}).get("stdin")) or "", "input.stdin")
     await _control(request, message, lambda process: process.write(data))
     return connect.reply({})
 
@@ -94,7 +80,7 @@ async def close_stdin(request: web.Request) -> web.Response:
 
 
 async def list_processes(request: web.Request) -> web.Response:
-    commands = _running.get(lease_of(request), {})
+    commands = e2b_of(request).commands
     processes = [
         {"pid": pid, "config": command.config, **({"tag": command.tag} if command.tag else {})}
         for pid, command in commands.items()
@@ -119,7 +105,7 @@ async def _stream(request: web.Request, process: Process, keepalive: float) -> w
             break
         fd, data = chunk
         stream = "stdout" if fd == 1 else "stderr"
-        await response.write(connect.envelope(_event("data", {stream: base64.b64encode(data).decode("ascii")})))
+        await response.write(connect.envelope(_event("data", {stream: codec.encode(data)})))
     result = await process.wait()
     if result.status is Status.TIMEOUT:
         problem = Problem(504, "deadline_exceeded", f"the command ran past its timeout of {process.timeout:g} s")
@@ -150,7 +136,7 @@ async def _control(request: web.Request, message: dict[str, Any], action: Any) -
     """``action`` on the running command the message's ``process.pid`` names; not_found when
     there is none (the SDK's kill then answers False)."""
     pid = ((message.get("process") or {}).get("pid"))
-    command = _running.get(lease_of(request), {}).get(pid) if isinstance(pid, int) else None
+    command = e2b_of(request).commands.get(pid) if isinstance(pid, int) else None
     if command is None or not command.process.running:
         raise Problem(404, "not_found", f"process with pid {pid} not found")
     try:
@@ -180,13 +166,6 @@ def _event(kind: str, body: dict[str, Any]) -> dict[str, Any]:
 
 def _strings(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in (value or {}).items()}
-
-
-def _bytes(text: str) -> bytes:
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise Problem(400, "invalid_argument", "input.stdin is not base64") from None
 
 
 def _seconds(text: str | None, default: float) -> float:

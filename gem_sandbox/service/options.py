@@ -1,4 +1,4 @@
-"""How the service is set up: :class:`ServiceConfig` and each token's :class:`TokenPolicy`.
+"""How ``gem-sandbox serve`` is set up: its :class:`ServeOptions` and each token's :class:`TokenPolicy`.
 
 Settings come from a TOML file, ``GEM_SANDBOX_SERVE_*`` variables and flags, later ones winning
 (:func:`load`). Fields are declared with the sandbox settings' :func:`setting`, so a bad value
@@ -50,7 +50,7 @@ class TokenPolicy:
 
 
 @dataclass(frozen=True)
-class ServiceConfig:
+class ServeOptions:
     host: str = setting("127.0.0.1", kind=str, doc="address to bind; anything but loopback needs a token")
     port: int = setting(8080, kind=int, at_least=0, doc="port to bind; 0 = any free port")
     backend: str = setting("auto", kind=str, doc="the pool's backend: auto, docker, local or process")
@@ -83,7 +83,7 @@ class ServiceConfig:
 
 
 #: The settings a flag, a variable or a top-level TOML key sets.
-_SCALARS = {f.name: f for f in dataclasses.fields(ServiceConfig) if f.name not in ("pool", "tokens")}
+_SCALARS = {f.name: f for f in dataclasses.fields(ServeOptions) if f.name not in ("pool", "tokens")}
 TOKENS_VARIABLE = ENV_PREFIX + "TOKENS"
 #: Every ``GEM_SANDBOX_SERVE_*`` variable :func:`load` reads.
 VARIABLES = frozenset({ENV_PREFIX + name.upper() for name in _SCALARS} | {TOKENS_VARIABLE})
@@ -104,8 +104,8 @@ def load(
     overrides: Mapping[str, Any] | None = None,
     pool_overrides: Mapping[str, str] = {},
     token_overrides: Sequence[str] = (),
-) -> ServiceConfig:
-    """The config from a TOML file, then ``GEM_SANDBOX_SERVE_*`` variables, then flags
+) -> ServeOptions:
+    """The options from a TOML file, then ``GEM_SANDBOX_SERVE_*`` variables, then flags
     (``overrides``; ``pool_overrides`` as ``NAME=VALUE`` text; ``token_overrides`` as
     ``NAME=SECRET``). ``GEM_SANDBOX_SERVE_TOKENS`` holds ``NAME=SECRET`` pairs, comma-separated."""
     environ = os.environ if environ is None else environ
@@ -138,7 +138,7 @@ def load(
     unknown = set(values) - set(_SCALARS)
     if unknown:
         raise ConfigError(f"unknown service setting(s) {', '.join(sorted(unknown))}; valid: {', '.join(_SCALARS)}")
-    return ServiceConfig(**values, pool=pool, tokens=tuple(tokens.values()))
+    return ServeOptions(**values, pool=pool, tokens=tuple(tokens.values()))
 
 
 def _policy(name: str, table: Mapping[str, Any], where: str) -> TokenPolicy:

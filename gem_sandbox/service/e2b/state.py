@@ -1,0 +1,48 @@
+"""What an e2b sandbox keeps beside its lease: :class:`E2bSandbox`, held by the lease
+(``Lease.e2b``), so it lives as long as the lease does and goes with it: the template name it
+was created from, its metadata and env, the access token its envd-style routes check, its code
+contexts (kernels) and its running commands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gem_sandbox.sandbox.client import Process
+from gem_sandbox.service.errors import Problem
+
+DEFAULT_CONTEXT = "default"
+
+
+@dataclass
+class Context:
+    """One kernel of a sandbox, as the code interpreter SDK sees it."""
+
+    id: str
+    cwd: str = "."  # work-dir relative
+    executions: int = 0
+    ready: bool = False  # its kernel has the sandbox's env and its cwd
+
+
+@dataclass
+class Command:
+    """A started command as ``commands.list`` shows it."""
+
+    process: Process
+    config: dict[str, Any]
+    tag: str | None
+
+
+@dataclass(eq=False)
+class E2bSandbox:
+    template: str
+    access_token: str
+    metadata: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # the default environment of its code
+    contexts: dict[str, Context] = field(default_factory=lambda: {DEFAULT_CONTEXT: Context(DEFAULT_CONTEXT)})
+    commands: dict[int, Command] = field(default_factory=dict)  # running ones, by pid
+
+    def context(self, context_id: str) -> Context:
+        if context_id not in self.contexts:
+            raise Problem(404, "not_found", f"no context {context_id} in this sandbox")
+        return self.contexts[context_id]
