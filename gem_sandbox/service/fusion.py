@@ -31,7 +31,7 @@ from gem_sandbox.service.caps import Seconds
 from gem_sandbox.service.codec import decode_files, encode_files
 from gem_sandbox.service.errors import Problem, bad_request
 from gem_sandbox.service.route import Route
-from gem_sandbox.service.runs import Runs
+from gem_sandbox.service.runs import CountedSandbox, Runs
 from gem_sandbox.service.state import Service, parse
 
 LANGUAGES = ("python", "bash", "cpp")
@@ -126,17 +126,15 @@ async def run_code(runtime: Runtime | Runs, request: RunCodeRequest, *, max_time
     run_timeout = caps.timeout(request.run_timeout, max_timeout)
     limits = _limits(runtime.config.limits, request.memory_limit_MB, max_timeout)
     if request.language != "cpp" and not files and not request.fetch_files:
-        ran = await runtime.run(
-            request.code, request.language, stdin=request.stdin, timeout=run_timeout, limits=limits
-        )
-        return _code_answer(None, ran)
+        once = await runtime.run(request.code, request.language, stdin=request.stdin, timeout=run_timeout, limits=limits)
+        return _code_answer(None, once)
     compiled: ExecResult | None = None
+    ran: ExecResult | None = None
     async with runtime.lease() as sandbox:
         if request.language == "cpp":
             _require_cpp(sandbox)
             await sandbox.write_files({**files, "main.cpp": request.code})
             compiled = await sandbox.run(COMPILE, "bash", timeout=caps.timeout(request.compile_timeout, max_timeout))
-            ran = None
             if compiled.ok:
                 ran = await sandbox.run(RUN_BINARY, "bash", stdin=request.stdin, timeout=run_timeout, limits=limits)
         else:
@@ -272,10 +270,10 @@ def _check_paths(paths: Iterable[str]) -> None:
             raise bad_request(f"file {path!r}: {exc}; use a path relative to the work dir") from None
 
 
-async def _fetch(sandbox: LeasedSandbox, paths: Iterable[str]) -> dict[str, str]:
+async def _fetch(sandbox: LeasedSandbox | CountedSandbox, paths: Iterable[str]) -> dict[str, str]:
     """The files among ``paths`` that are there, as base64; one by one, so a missing one (or
     one the code made a link or a directory) is only left out."""
-    fetched = {}
+    fetched: dict[str, bytes] = {}
     for path in dict.fromkeys(paths):
         try:
             fetched.update(await sandbox.read_files([path]))
@@ -291,7 +289,7 @@ def _limits(pool: RunLimits, memory_mb: int, max_timeout: float) -> RunLimits | 
     return caps.run_limits(pool, asked, max_timeout)
 
 
-def _require_cpp(sandbox: LeasedSandbox) -> None:
+def _require_cpp(sandbox: LeasedSandbox | CountedSandbox) -> None:
     languages = sandbox.hello.get("languages", [])
     if not {"bash", "cpp"} <= set(languages):
         have = ", ".join(languages)

@@ -30,7 +30,8 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def openapi_document(request: web.Request) -> web.Response:
-    return web.json_response(openapi.document(request.app[TABLE]))
+    routes: tuple[Route, ...] = request.app[TABLE]
+    return web.json_response(openapi.document(routes))
 
 
 ROUTES: tuple[Route, ...] = (
