@@ -22,10 +22,10 @@ from gem_sandbox_envs.qa.qa_env import QaEnv
 
 import gem_sandbox as gem
 from gem_sandbox.sync import SyncRuntime
+from gem_sandbox.tools.tool_env_wrapper import ToolEnvWrapper
 from gem_sandbox.utils.sandbox import run_python
 from gem_sandbox.wrappers.episode_tracking_wrapper import EpisodeTrackingWrapper
 from gem_sandbox.wrappers.observation_wrapper import ObservationWrapper
-from gem_sandbox.wrappers.tool_env import ToolEnvWrapper
 from gem_sandbox.wrappers.wrapper_factory import WRAPPER_FACTORY, get_wrapper_fns
 
 QA_ROWS = [{"question": "Capital of France?", "answer": ["Paris"]}, {"question": "2+2?", "answer": ["4"]}]
@@ -97,7 +97,7 @@ def test_the_wrappers_package_loads_no_tool_or_sandbox_code_until_a_tool_wrapper
         "from gem_sandbox.wrappers.wrapper_factory import get_wrapper_fns\n"
         "print(sorted(m for m in sys.modules if m.startswith('gem_sandbox.tools') or m.endswith('tool_env')))\n"
         "w.ToolEnvWrapper\n"
-        "print('gem_sandbox.wrappers.tool_env' in sys.modules)\n"
+        "print('gem_sandbox.tools.tool_env_wrapper' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["[]", "True"]
@@ -157,6 +157,13 @@ def test_qa_env_accepts_gems_verbose_max_turns_and_cache_arguments():
 def test_qa_env_refuses_a_name_no_gem_env_knows():
     with pytest.raises(TypeError, match=r"unknown option 'verbos' \(did you mean 'verbose'\?\)"):
         QaEnv(dataset=QA_ROWS, verbos=True)
+
+
+def test_positional_arguments_land_where_gems_envs_put_them():
+    qa = QaEnv("", None, QA_ROWS, "question", "answer", 0, True, False)
+    assert qa.extract_boxed is True
+    code = CodeEnv("", None, [{"problem": "p", "tests": {"inputs": [], "outputs": []}}], "problem", "tests", 0, 5, 3, False, "none")
+    assert code.max_tests == 3
 
 
 def test_math_env_takes_gems_dataset_and_use_mp():

@@ -112,10 +112,10 @@ class CodeEnv(ScoredCodeEnv):
     ``data_path`` (a JSONL file), ``dataset`` (rows already loaded) or a download of
     ``dataset_name``. ``timeout`` (seconds) and ``memory_mb`` (None: the runtime's per-run
     default) bound each test run; ``early_exit`` defaults to on for ``reward="all"``, where
-    the first failure settles the reward, and off for ``"fraction"``. The other arguments GEM's
-    envs take are accepted and do nothing (``max_workers``: ``max_parallel`` bounds the runs;
-    ``sandbox_type``: every run is sandboxed; ``verbose``, ``max_turns``...); any other name is
-    refused."""
+    the first failure settles the reward, and off for ``"fraction"``. The arguments are GEM's,
+    in GEM's order, up to ``sandbox_type``; ``max_workers``, ``verbose`` and ``sandbox_type``
+    do nothing (``max_parallel`` bounds the runs, and every run is sandboxed), nor do the other
+    names GEM's envs take (``max_turns``...); any other name is refused."""
 
     def __init__(
         self,
@@ -125,8 +125,11 @@ class CodeEnv(ScoredCodeEnv):
         question_key: str = "problem",
         test_key: str = "tests",
         seed: int | None = 0,
-        *,
+        max_workers: int = 5,
         max_tests: int = 12,
+        verbose: bool = False,
+        sandbox_type: str = "none",
+        *,
         data_path: str | None = None,
         sample: bool = False,
         language: str = "python",

@@ -34,9 +34,10 @@ class MathEnv(Env[str, str]):
     ``dataset_name``, ``split``, ``question_key`` and ``answer_key`` are GEM's (the registered
     ids set them); ``data_path`` or ``sample`` choose another source (see :mod:`.sources`), or
     ``dataset`` gives the rows themselves (as GEM's ``dataset=``: a ``datasets.Dataset``, or a
-    list of dicts). The other arguments GEM's envs take are accepted and ignored: ``use_mp``
-    (the answer is always checked in a worker process, so that a check that hangs can be cut
-    at ``check_timeout``), ``max_turns``, ``verbose``...
+    list of dicts). The arguments up to ``use_mp`` are GEM's, in GEM's order. ``use_mp`` and
+    the other names GEM's envs take (``max_turns``, ``verbose``...) are accepted and ignored:
+    the answer is always checked in a worker process, so that a check that hangs can be cut at
+    ``check_timeout``.
     """
 
     blocking = True  # a step waits for the checker process
@@ -45,13 +46,15 @@ class MathEnv(Env[str, str]):
         self,
         dataset_name: str = "",
         split: str | None = None,
+        dataset: Any = None,
         question_key: str = "problem",
         answer_key: str = "answer",
+        seed: int | None = None,
+        use_mp: bool = True,
+        *,
         data_path: StrPath | None = None,
         sample: bool = False,
         check_timeout: float = CHECK_TIMEOUT,
-        seed: int | None = None,
-        dataset: Any = None,
         **gem_options: Any,
     ) -> None:
         refuse_unknown(type(self), gem_options)

@@ -63,9 +63,10 @@ class QaEnv(Env[str, str]):
     GEM's (the registered ids set them); ``data_path`` or ``sample`` choose another source (see
     :mod:`.sources`), or ``dataset`` gives the rows themselves (as GEM's ``dataset=``: a
     ``datasets.Dataset``/``DatasetDict``, or a list of dicts). ``corpus`` names a Search-R1
-    corpus the questions are about (see :attr:`search_index`). The other arguments GEM's envs
-    take (``verbose``, ``load_from_cache_file``, ``max_turns``...) are accepted and ignored: a
-    QA episode is one turn, and this env logs nothing per step nor caches datasets itself.
+    corpus the questions are about (see :attr:`search_index`). The arguments up to
+    ``load_from_cache_file`` are GEM's, in GEM's order. ``load_from_cache_file`` and the other
+    names GEM's envs take (``verbose``, ``max_turns``...) are accepted and ignored: a QA
+    episode is one turn, and this env logs nothing per step nor caches datasets itself.
     """
 
     blocking = False  # scoring is a string comparison
@@ -74,14 +75,16 @@ class QaEnv(Env[str, str]):
         self,
         dataset_name: str = "",
         split: str | None = None,
+        dataset: Any = None,
         question_key: str = "question",
         answer_key: str = "answer",
+        seed: int | None = None,
         extract_boxed: bool = False,
+        load_from_cache_file: bool = True,
+        *,
         data_path: StrPath | None = None,
         sample: bool = False,
-        dataset: Any = None,
         corpus: StrPath | None = None,
-        seed: int | None = None,
         **gem_options: Any,
     ) -> None:
         refuse_unknown(type(self), gem_options)
