@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gem_sandbox.integrations.scoring import Scored, Scorer
+from gem_sandbox.integrations.scoring import Scorer
 from gem_sandbox.registry import UnknownEnvError
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sync import SyncRuntime
