@@ -28,7 +28,7 @@ import gem_sandbox as gem
 from gem_sandbox.registry import spec
 from gem_sandbox.search import SearchIndex
 from gem_sandbox.wrappers.wrapper_factory import get_wrapper_fns
-from gem_sandbox.wrappers.tool_env import ToolEnvWrapper
+from gem_sandbox.tools.tool_env_wrapper import ToolEnvWrapper
 
 DATA = Path(__file__).resolve().parents[1] / "envs" / "qa" / "data"
 IDS = sorted(DATASETS)
