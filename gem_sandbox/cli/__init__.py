@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gem_sandbox import __version__
-from gem_sandbox.cli import bench, demo, doctor, envs, eval, images, ray, search, serve
+from gem_sandbox.cli import bench, demo, doctor, envs, eval, images, openenv, ray, search, serve
 from gem_sandbox.cli.errors import PROG, explain, report
 from gem_sandbox.cli.signals import exit_on_sigterm
 
@@ -30,6 +30,7 @@ COMMANDS = (
     images,
     doctor,
     serve,
+    openenv,
     eval,
     ray,
     search,

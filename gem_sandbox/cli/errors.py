@@ -21,6 +21,7 @@ EXTRAS = {
     "aiohttp": "service",
     "e2b": "e2b",
     "ray": "ray",
+    "openenv": "openenv",
     "pydantic": "service",
     "prometheus_client": "service",
     "datasets": "math",
