@@ -24,7 +24,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "ToolEnvWrapper":
-        from gem_sandbox.wrappers.tool_env import ToolEnvWrapper
+        from gem_sandbox.tools.tool_env_wrapper import ToolEnvWrapper
 
         return ToolEnvWrapper
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
