@@ -27,7 +27,7 @@ from gem_sandbox.core import EnvWrapper
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.defaults import backend_class
 from gem_sandbox.sandbox.pool import PoolConfig
-from gem_sandbox.tools.python import PythonCodeTool
+from gem_sandbox.tools.python_code_tool import PythonCodeTool
 from gem_sandbox.vector import AsyncVectorEnv
 from gem_sandbox.wrappers import ToolEnvWrapper
 

@@ -34,7 +34,7 @@ ENDINGS = {  # what the script does once its sandboxes are up, and the exit stat
 ENTRIES = {  # how the script reaches sandboxes: a tool on the default runtime, or GEM's function
     "tool": """
         import gem_sandbox
-        from gem_sandbox.tools.python import PythonCodeTool
+        from gem_sandbox.tools.python_code_tool import PythonCodeTool
         gem_sandbox.configure(backend={backend!r}, min_idle=2, max_size=2)
         tool = PythonCodeTool(timeout=120)
         def call(code):

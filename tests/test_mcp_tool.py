@@ -31,7 +31,7 @@ pytest.importorskip("mcp")
 import gem_sandbox
 from gem_sandbox.bridge import run_sync
 from gem_sandbox.tools.base import ToolOutput
-from gem_sandbox.tools.mcp import MCPConnectionError, MCPErrorKind, MCPTool
+from gem_sandbox.tools.mcp_tool import MCPConnectionError, MCPErrorKind, MCPTool
 from gem_sandbox.tools.mcp_demo_server import URL_LINE
 from gem_sandbox.wrappers import ToolEnvWrapper
 

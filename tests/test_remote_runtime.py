@@ -34,7 +34,7 @@ from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service import TokenPolicy
 from gem_sandbox.service.state import Service
 from gem_sandbox.sync import close_default_runtime, resolve_runtime, run_sync
-from gem_sandbox.tools.python import PythonCodeTool
+from gem_sandbox.tools.python_code_tool import PythonCodeTool
 from gem_sandbox.tools.shell import ShellTool
 from gem_sandbox.wrappers import ToolEnvWrapper
 from tests.service_fixtures import ALPHA, auth, docker_client, sandbox_image, service, serving  # noqa: F401 - fixtures

@@ -12,7 +12,7 @@ import pytest
 from gem_sandbox.runtime import Runtime, RuntimeState, WrongEventLoop
 from gem_sandbox.sandbox.backends.local import LocalBackend, bwrap_processes
 from gem_sandbox.sandbox.pool import PoolConfig
-from gem_sandbox.tools.python import PythonCodeTool
+from gem_sandbox.tools.python_code_tool import PythonCodeTool
 from gem_sandbox.vector import AsyncVectorEnv
 from gem_sandbox.wrappers import ToolEnvWrapper
 from tests.helpers import CountdownEnv

@@ -20,8 +20,8 @@ from gem_sandbox.search import SearchIndex, build_index, fts_query
 from gem_sandbox.search.cli import add_search_commands
 from gem_sandbox.sync import resolve_runtime, run_sync
 from gem_sandbox.search.server import MAX_REQUEST_BYTES, serve_forever, serving
-from gem_sandbox.tools.search import SearchTool
-from gem_sandbox.wrappers.tool_env import ToolEnvWrapper
+from gem_sandbox.tools.search_tool import SearchTool
+from gem_sandbox.tools.tool_env_wrapper import ToolEnvWrapper
 from tests.helpers import CountdownEnv
 
 DOCS = {

@@ -9,10 +9,10 @@ import pytest
 from gem_sandbox_envs.math.arithmetic import ArithmeticEnv
 
 from gem_sandbox.runtime import Runtime
-from gem_sandbox.tools.python import PythonCodeTool
+from gem_sandbox.tools.python_code_tool import PythonCodeTool
+from gem_sandbox.tools.tool_env_wrapper import MAX_USES_MESSAGE, ToolEnvWrapper
 from gem_sandbox.vector import AsyncVectorEnv
-from gem_sandbox.wrappers import ToolEnvWrapper, get_wrapper_fns
-from gem_sandbox.wrappers.tool_env import MAX_USES_MESSAGE
+from gem_sandbox.wrappers import get_wrapper_fns
 from tests.helpers import CountdownEnv
 from tests.tool_fixtures import anyio_backend, runtime  # noqa: F401  (fixtures)
 

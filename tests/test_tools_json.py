@@ -8,10 +8,9 @@ import pytest
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.tools.calculator import CalculatorTool
 from gem_sandbox.tools.parsing import ToolCallError, find_call
-from gem_sandbox.tools.python import PythonCodeTool
+from gem_sandbox.tools.python_code_tool import PythonCodeTool
 from gem_sandbox.tools.shell import ShellTool
-from gem_sandbox.wrappers import ToolEnvWrapper
-from gem_sandbox.wrappers.tool_env import INVALID_CALL_TYPE
+from gem_sandbox.tools.tool_env_wrapper import INVALID_CALL_TYPE, ToolEnvWrapper
 from tests.helpers import CountdownEnv
 from tests.tool_fixtures import anyio_backend, runtime  # noqa: F401  (fixtures)
 

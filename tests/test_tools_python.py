@@ -14,7 +14,7 @@ from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
 from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox.sync import MissingRuntime, close_default_runtime
-from gem_sandbox.tools.python import GEM_INSTRUCTION, PythonCodeTool
+from gem_sandbox.tools.python_code_tool import GEM_INSTRUCTION, PythonCodeTool
 from gem_sandbox.wrappers import ToolEnvWrapper
 from tests.helpers import CountdownEnv
 from tests.tool_fixtures import anyio_backend, runtime  # noqa: F401  (fixtures)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from gem_sandbox.runtime import Runtime
-from gem_sandbox.tools.python import PythonCodeTool
+from gem_sandbox.tools.python_code_tool import PythonCodeTool
 from gem_sandbox.tools.shell import ShellTool
 from gem_sandbox.wrappers import ToolEnvWrapper
 from tests.helpers import CountdownEnv

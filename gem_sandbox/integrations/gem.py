@@ -8,7 +8,7 @@ every loaded ``gem`` module that holds it (modules imported later pick up the re
 ``gem.utils.sandbox``). :func:`uninstall` puts GEM's function back.
 
 The replacement keeps GEM's contract and what GEM does around the run
-(:func:`~gem_sandbox.tools.python.run_like_gem`): ``...`` is a ``SyntaxError``, code that
+(:func:`~gem_sandbox.tools.python_code_tool.run_like_gem`): ``...`` is a ``SyntaxError``, code that
 fails with ``is not defined`` runs again with GEM's standard imports prepended (in the sandbox
 too), a timeout is GEM's message with no output. It runs the code on a runtime and applies
 the timeout: the :class:`~gem_sandbox.sync.SyncRuntime` passed as ``runtime=`` (the caller
@@ -34,10 +34,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from gem_sandbox.bridge import run_sync
 from gem_sandbox.sandbox.limits import RunLimits
-from gem_sandbox.sandbox.result import Status
-from gem_sandbox.sync import SyncRuntime, run_sync
-from gem_sandbox.tools.python import run_like_gem
+from gem_sandbox.sync import SyncRuntime
+from gem_sandbox.tools.python_code_tool import as_gem_answer, run_like_gem
 
 RunPython = Callable[..., tuple[bool, str, str]]
 
@@ -89,14 +89,7 @@ def install(runtime: SyncRuntime | None = None, *, backend: str | None = None, *
     ) -> tuple[bool, str, str]:
         """GEM's ``run_python``, in gem-sandbox sandboxes with the timeout applied."""
         result = run_sync(run_like_gem, target.runtime, code, stdin=stdin, timeout=timeout, limits=limits)
-        if result.status is Status.TIMEOUT:
-            return False, "", f"\nExecution timed out after {timeout} seconds."
-        if result.status is Status.INFRA_ERROR:
-            return False, "", f"Sandbox failure, not an error in the code: {result.stderr.strip()}"
-        stderr = result.stderr.strip()
-        if result.status is Status.OOM:  # a limit GEM does not have: say so where the error goes
-            stderr = f"{stderr}\nExecution ran out of memory.".lstrip("\n")
-        return result.exit_code == 0, result.stdout, stderr
+        return as_gem_answer(result, timeout)
 
     _original, _replacement = gem_sandbox_module.run_python, run_python
     _swap(_original, _replacement)

@@ -9,10 +9,10 @@ is built.
 from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
 from gem_sandbox.tools.calculator import CalculatorTool
 from gem_sandbox.tools.episode import Episode
-from gem_sandbox.tools.mcp import MCPConnectionError, MCPErrorKind, MCPTool, MCPToolSpec
-from gem_sandbox.tools.python import PythonCodeTool
+from gem_sandbox.tools.mcp_tool import MCPConnectionError, MCPErrorKind, MCPTool, MCPToolSpec
+from gem_sandbox.tools.python_code_tool import PythonCodeTool
 from gem_sandbox.tools.sandboxed import SandboxTool
-from gem_sandbox.tools.search import SearchTool
+from gem_sandbox.tools.search_tool import SearchTool
 from gem_sandbox.tools.shell import ShellTool
 
 __all__ = [
