@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ import gem_sandbox  # noqa: E402
 from gem_sandbox.core import close_env  # noqa: E402
 from gem_sandbox.wrappers.wrapper_factory import get_wrapper_fns  # noqa: E402
 
-START_TIMEOUT = 120  # seconds a server may take to build its first env and bind (a loaded host)
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 @dataclass
@@ -304,6 +305,15 @@ def test_stateful_episode_keeps_its_kernel_and_gives_it_back_on_close(stateful: 
         assert "42" in result.observation["prompt"]
         assert stateful.get("/runtime")["leased"] == 1
     wait_for(lambda: stateful.get("/runtime")["leased"] == 0, "the closed session's sandbox to come back")
+
+
+def test_example_client_wins_an_episode(guess_easy: Server) -> None:
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        from openenv_client import play
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    assert play(guess_easy.url, seed=2, verbose=False) == pytest.approx(0.3 + 1.0)  # the tool call, then the win
 
 
 # -- bad command lines ---------------------------------------------------------------------
