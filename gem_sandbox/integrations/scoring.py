@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,8 @@ class Scorer:
     """``Scorer("code:CodeContest", sample=True, runtime=rt)`` scores completions on that env.
 
     ``env_kwargs`` go to :func:`gem_sandbox.make`; ``wrappers`` are GEM's wrapper-factory names
-    (``"python_tool"``), their tools on ``runtime``, as is the env itself when it takes one.
+    (``"python_tool"``), their tools on ``runtime`` (as is the env itself when it takes one)
+    with ``tool_options`` (:func:`~gem_sandbox.wrappers.wrapper_factory.get_wrapper_fns`'s).
     An unknown env id or wrapper raises here, before any scoring.
     """
 
@@ -67,6 +68,7 @@ class Scorer:
         *,
         runtime: Runtime | SyncRuntime | None = None,
         wrappers: str = "",
+        tool_options: Mapping[str, Any] | None = None,
         **env_kwargs: Any,
     ) -> None:
         env_class = spec(env_id).load()  # UnknownEnvError (a ValueError) names close matches
@@ -76,7 +78,7 @@ class Scorer:
         self.env_kwargs = dict(env_kwargs)
         if runtime is not None and "runtime" in inspect.signature(env_class).parameters:
             self.env_kwargs.setdefault("runtime", runtime)
-        self._wrap = get_wrapper_fns(wrappers, runtime=runtime)  # an unknown name raises here
+        self._wrap = get_wrapper_fns(wrappers, runtime=runtime, tool_options=tool_options)  # unknown names raise
 
     def make_env(self) -> Env:
         """A fresh env, made and wrapped as this scorer's are."""
