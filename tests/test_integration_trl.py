@@ -11,16 +11,16 @@ import pytest
 
 pytest.importorskip("datasets", reason="gem_sandbox.integrations.trl builds a datasets.Dataset")
 
-from gem_sandbox.integrations.scoring import Scorer  # noqa: E402
-from gem_sandbox.integrations.trl import (  # noqa: E402
+from gem_sandbox.integrations.scoring import Scorer
+from gem_sandbox.integrations.trl import (
     completion_text,
     dataset,
     python_tool_reward,
     reward_function,
 )
-from gem_sandbox.registry import UnknownEnvError  # noqa: E402
-from gem_sandbox.runtime import Runtime  # noqa: E402
-from gem_sandbox.sync import SyncRuntime  # noqa: E402
+from gem_sandbox.registry import UnknownEnvError
+from gem_sandbox.runtime import Runtime
+from gem_sandbox.sync import SyncRuntime
 
 CODE = "code:CodeContest"
 SUM_PY = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
