@@ -149,11 +149,11 @@ class MultiTurnAgent:
 
     async def reset(self, seed: int):
         random.seed(seed)
-        observation, info = self.env.reset(random.randint(1, 10000000))
+        observation, _ = self.env.reset(random.randint(1, 10000000))
         return observation
 
     async def step(self, action_text: str) -> dict:
-        next_observation, reward, terminated, truncated, info = self.env.step(action_text)
+        next_observation, reward, terminated, truncated, _ = self.env.step(action_text)
         if reward < -1:
             reward = -1.0
         return {"rewards": float(reward), "environment_feedback": next_observation, "done": terminated or truncated}
@@ -190,7 +190,7 @@ def test_openrlhf_single_turn_agent_makes_its_env_by_keyword_and_scores_once():
         prompt = template.replace("{observation}", observation)
         return prompt, env.step(r"\boxed{3}")
 
-    prompt, (obs, reward, terminated, truncated, _) = asyncio.run(run())
+    prompt, (_, reward, terminated, truncated, _) = asyncio.run(run())
     assert prompt.startswith("User: ") and "{observation}" not in prompt
     assert terminated and truncated and 0.0 <= float(reward) <= 1.0
 

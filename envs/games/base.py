@@ -7,8 +7,9 @@ import inspect
 from abc import ABCMeta, abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
-from gem_sandbox.core import Env, ResetReturn, StepReturn
 from gem_sandbox_envs.gem_options import refuse_unknown
+
+from gem_sandbox.core import Env, ResetReturn, StepReturn
 from gem_sandbox.utils.parsing import boxed_answers
 
 Move = TypeVar("Move")

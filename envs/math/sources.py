@@ -29,4 +29,4 @@ read_file = SOURCE.read_file
 download = SOURCE.download
 from_dataset = SOURCE.from_dataset  # rows given directly (GEM's dataset=)
 
-__all__ = ["SOURCE", "from_dataset", "Problems", "StrPath", "download", "load", "read_file", "sample_name"]
+__all__ = ["SOURCE", "Problems", "StrPath", "download", "from_dataset", "load", "read_file", "sample_name"]

@@ -27,4 +27,4 @@ def data_dir() -> Path:
     return Path(str(SOURCE.data()))
 
 
-__all__ = ["SOURCE", "from_dataset", "Questions", "StrPath", "data_dir", "download", "load", "read_file", "sample_name"]
+__all__ = ["SOURCE", "Questions", "StrPath", "data_dir", "download", "from_dataset", "load", "read_file", "sample_name"]

@@ -24,8 +24,9 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from gem_sandbox.core import Env, ResetReturn, StepReturn
 from gem_sandbox_envs.gem_options import refuse_unknown
+
+from gem_sandbox.core import Env, ResetReturn, StepReturn
 from gem_sandbox.utils.parsing import last_boxed_answer
 
 if TYPE_CHECKING:
