@@ -15,6 +15,10 @@ loop does and scores a right and a wrong answer. Then train with verl's own entr
         custom_reward_function.path=$(python -c 'import gem_sandbox.integrations.verl as m; print(m.__file__)') \\
         custom_reward_function.name=compute_score \\
         ...  # the model, rollout engine and trainer settings of your run
+
+Or let the env play the episode (its observations as user turns, its rewards as the score):
+write the rows with ``dataset_rows(..., agent_name="gem_sandbox_python")`` and pass
+``actor_rollout_ref.rollout.agent.agent_loop_config_path=examples/verl_agent_loop.yaml``.
 """
 
 from __future__ import annotations

@@ -170,3 +170,116 @@ def test_example_runs(runtime: Any, tmp_path: Path) -> None:
     report = example.main(str(tmp_path))
     assert (tmp_path / "train.parquet").exists()
     assert report == {"tool": "Code execution result: 1024", "right": 1.0, "wrong": 0.0}
+
+
+# -- the agent loop ----------------------------------------------------------------------
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    """A byte-level BPE tokenizer trained here on a few lines, with a chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|pad|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>", "<|tool|>"]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(["What is the remainder when", "Code execution result:", "print(6 * 7)", "\\boxed{42}"], trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe, chat_template=CHAT_TEMPLATE, eos_token="<|end|>", pad_token="<|pad|>"
+    )
+
+
+class ScriptedPolicy:
+    """verl's server manager as the agent loop calls it: ``generate(prompt_ids) -> TokenOutput``."""
+
+    def __init__(self, tokenizer: Any, replies: list[str]) -> None:
+        self.tokenizer, self.replies, self.prompts = tokenizer, list(replies), []
+
+    async def generate(self, *, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.prompts.append(self.tokenizer.decode(prompt_ids))
+        reply = self.replies.pop(0)
+        return TokenOutput(token_ids=self.tokenizer.encode(reply + "<|end|>", add_special_tokens=False))
+
+
+def play_agent_loop(
+    tokenizer: Any, policy: ScriptedPolicy, extra_info: Any, agent_name: str = adapter.AGENT_NAME, **options: Any
+) -> Any:
+    """Build the registered loop as verl's AgentLoopWorker does (hydra, by name) and run it."""
+    import hydra
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry
+
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 2048, "response_length": 2048}}, "data": {}})
+
+    async def run() -> Any:
+        loop = hydra.utils.instantiate(
+            config={**_agent_loop_registry[agent_name], **options},
+            trainer_config=DictConfigWrap(config=config),
+            server_manager=policy,
+            tokenizer=tokenizer,
+            processor=None,
+            dataset_cls=None,
+            data_config=DictConfigWrap(config.data),
+        )
+        return await loop.run({"temperature": 1.0}, raw_prompt=[], extra_info=extra_info)
+
+    return asyncio.run(run())
+
+
+def test_agent_loop_plays_the_env_with_a_sandboxed_tool_turn(tokenizer: Any, runtime: Any) -> None:
+    env = gem_sandbox.make("math:Arithmetic-v0")
+    env.reset(seed=4)
+    policy = ScriptedPolicy(tokenizer, ["```python\nprint(6 * 7)\n```", f"\\boxed{{{env.answer}}}"])
+    output = play_agent_loop(tokenizer, policy, {"env_id": "math:Arithmetic-v0", "seed": 4}, wrappers="python_tool")
+    assert output.extra_fields["turn_scores"] == [pytest.approx(0.3), 1.0]
+    assert output.reward_score == pytest.approx(1.3) and output.extra_fields["env_status"] == "ok"
+    assert "Code execution result: 42" in policy.prompts[1]  # the tool's sandboxed output was the next user turn
+    env_tokens = [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m == 0]
+    assert "Code execution result: 42" in tokenizer.decode(env_tokens)  # masked out of the loss
+    assert tokenizer.decode(output.prompt_ids).startswith("<|user|>What is")
+
+
+def test_agent_loop_scores_a_wrong_answer_zero(tokenizer: Any, runtime: Any) -> None:
+    policy = ScriptedPolicy(tokenizer, ["\\boxed{-1}"])
+    output = play_agent_loop(tokenizer, policy, {"env_id": "math:Arithmetic-v0", "seed": 4})
+    assert (output.reward_score, output.extra_fields["turn_scores"], output.num_turns) == (0.0, [0.0], 2)
+
+
+def test_agent_loop_refuses_rows_without_a_task(tokenizer: Any) -> None:
+    with pytest.raises(ValueError, match="needs extra_info with env_id and seed"):
+        play_agent_loop(tokenizer, ScriptedPolicy(tokenizer, []), {"index": 0})
+
+
+def test_agent_loop_with_an_unknown_wrapper_fails_when_built(tokenizer: Any) -> None:
+    from hydra.errors import InstantiationException
+
+    policy = ScriptedPolicy(tokenizer, ["\\boxed{1}"])
+    with pytest.raises(InstantiationException, match="unknown wrapper 'pyton_tool'"):
+        play_agent_loop(tokenizer, policy, {"env_id": "math:Arithmetic-v0", "seed": 0}, wrappers="pyton_tool")
+    assert policy.prompts == []  # nothing was generated
+
+
+def test_agent_loop_config_file_names_a_loop_with_tools(tokenizer: Any, runtime: Any) -> None:
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+
+    for entry in OmegaConf.load(ROOT / "examples" / "verl_agent_loop.yaml"):  # as AgentLoopWorker loads it
+        _agent_loop_registry[entry.name] = entry
+    policy = ScriptedPolicy(tokenizer, ["<python>print(2 ** 10)</python>", "\\boxed{1024}"])
+    output = play_agent_loop(tokenizer, policy, {"env_id": "math:Arithmetic-v0", "seed": 1}, agent_name="gem_sandbox_python")
+    assert "Code execution result: 1024" in policy.prompts[1]
+    assert output.extra_fields["turn_scores"][0] == pytest.approx(0.3)
+
+
+def test_rows_can_name_their_agent_loop() -> None:
+    (row,) = adapter.dataset_rows("game:GuessTheNumber-v0", 1, agent_name=adapter.AGENT_NAME)
+    assert row["agent_name"] == "gem_sandbox_env" and row["extra_info"]["seed"] == 0

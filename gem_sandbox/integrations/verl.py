@@ -19,6 +19,11 @@ function, and its catalogue as verl's parquet datasets, each in verl's own contr
   ``{"score": reward, "infra_error": 0.0 | 1.0}``: samples with ``infra_error`` 1.0 are the
   sandbox's failure, for the trainer to mask. :func:`compute_score_batch` is the same for
   verl's batch reward manager.
+* **Agent loop.** :class:`GemEnvAgentLoop`, registered as ``gem_sandbox_env`` (verl's
+  ``AgentLoopBase``), plays a row's catalogue env (``extra_info.env_id`` and ``seed``) with
+  the policy: the env's observations are user turns, its rewards the sample's
+  ``reward_score`` (so no reward function runs), its tools (``wrappers`` in the agent loop
+  config, GEM's names) run in sandboxes. Rows select it with ``agent_name``.
 * **Data.** :func:`dataset_rows` / :func:`write_parquet` write the rows verl's ``RLHFDataset``
   reads (``data_source``, ``prompt`` as chat messages, ``ability``, ``reward_model``,
   ``extra_info`` with ``tools_kwargs``) from catalogue ids.
@@ -36,20 +41,26 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import anyio.to_thread
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from gem_sandbox import bridge
+from gem_sandbox.core import Env
+from gem_sandbox.registry import make
 from gem_sandbox.integrations.scoring import Scored, Scorer
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sync import SyncRuntime
 from gem_sandbox.tools import Episode, PythonCodeTool, SandboxTool, ShellTool, ToolCall
+from gem_sandbox.wrappers.wrapper_factory import get_wrapper_fns
 
 __all__ = [
+    "AGENT_NAME",
+    "GemEnvAgentLoop",
     "SandboxPythonTool",
     "SandboxShellTool",
     "compute_score",
@@ -195,10 +206,12 @@ def dataset_rows(
     seed: int = 0,
     split: str = "train",
     tools: Iterable[str] = (),
+    agent_name: str | None = None,
 ) -> list[dict[str, Any]]:
     """``n`` rows per env id (seeds ``seed .. seed+n-1``) in verl's dataset shape: the task's
     first observation as the user message, the seed as ``reward_model.ground_truth``.
-    ``tools`` names the verl tools a trajectory may call (their ``tools_kwargs``)."""
+    ``tools`` names the verl tools a trajectory may call (their ``tools_kwargs``);
+    ``agent_name`` the agent loop that plays the row (:data:`AGENT_NAME` plays the env)."""
     tools = list(tools)
     rows = []
     for env_id in [env_ids] if isinstance(env_ids, str) else list(env_ids):
@@ -214,6 +227,7 @@ def dataset_rows(
                     "ability": env_id.partition(":")[0],
                     "reward_model": {"style": "rule", "ground_truth": str(row["seed"])},
                     "extra_info": extra_info,
+                    **({"agent_name": agent_name} if agent_name else {}),
                 }
             )
     return rows
@@ -225,3 +239,89 @@ def write_parquet(path: str, rows: Sequence[dict[str, Any]]) -> None:
     import pyarrow.parquet as pq
 
     pq.write_table(pa.Table.from_pylist(list(rows)), path)
+
+
+# -- agent loop --------------------------------------------------------------------------
+AGENT_NAME = "gem_sandbox_env"
+
+
+@register(AGENT_NAME)
+class GemEnvAgentLoop(AgentLoopBase):
+    """A multi-turn episode of the row's env: generate, step the env with the decoded reply,
+    append its observation as a user turn, until the env ends the episode, ``max_turns``
+    replies were made or the response is ``response_length`` tokens long. The sum of the step
+    rewards is the sample's ``reward_score``; ``extra_fields`` carry the per-step rewards and
+    the env's final status (``infra_error``: mask the sample).
+
+    Extra keys of the agent loop config entry arrive as keywords: ``wrappers`` (GEM's wrapper
+    names, e.g. ``python_tool``) and ``max_turns``. The env and its tools run on gem-sandbox's
+    process default runtime, reached through its sync faces in worker threads.
+    """
+
+    def __init__(self, *args: Any, wrappers: str = "", max_turns: int = 8, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        get_wrapper_fns(wrappers)  # an unknown name fails when the loop is built, not mid-rollout
+        self.wrappers = wrappers
+        self.max_turns = int(max_turns)
+        self.response_length = self.rollout_config.response_length
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        env_id, seed = _task(kwargs.get("extra_info"))
+        env = await self._call(self._make_env, env_id)
+        rewards: list[float] = []
+        status = "max_turns"
+        try:
+            obs, _ = await self._call(functools.partial(env.reset, seed=seed))
+            messages = [{"role": "user", "content": str(obs)}]
+            token_ids = await self.ct_build_initial_tokens(messages)
+            mask: list[int] = []
+            for _ in range(self.max_turns):
+                output = await self.server_manager.generate(
+                    request_id=uuid.uuid4().hex, prompt_ids=token_ids, sampling_params=sampling_params
+                )
+                merged, mask, _ = await self.ct_merge_assistant_token(token_ids, output.token_ids, mask)
+                token_ids = merged.token_ids
+                reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+                messages.append({"role": "assistant", "content": reply})
+                obs, reward, terminated, truncated, info = await self._call(env.step, reply)
+                rewards.append(float(reward))
+                if terminated or truncated:
+                    status = str(info.get("status") or "done")
+                    break
+                if len(mask) >= self.response_length:
+                    status = "response_length"
+                    break
+                updated = [*messages, {"role": "user", "content": str(obs)}]
+                merged, mask, _ = await self.ct_merge_context_msg(messages, updated, token_ids, mask)
+                token_ids, messages = merged.token_ids, updated
+        finally:
+            await self._call(env.close)
+        split = len(token_ids) - len(mask)
+        return AgentLoopOutput(
+            prompt_ids=token_ids[:split],
+            response_ids=token_ids[split:][: self.response_length],
+            response_mask=mask[: self.response_length],
+            reward_score=sum(rewards),
+            num_turns=len(messages),
+            metrics={},
+            extra_fields={"turn_scores": rewards, "tool_rewards": [], "env_status": status},
+        )
+
+    def _make_env(self, env_id: str) -> Env:
+        env = make(env_id)
+        for wrap in get_wrapper_fns(self.wrappers):
+            env = wrap(env)
+        return env
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A blocking env call off verl's event loop (the env's own loop is gem-sandbox's)."""
+        return await self.loop.run_in_executor(None, functools.partial(fn, *args))
+
+
+def _task(extra_info: Any) -> tuple[str, int]:
+    try:
+        return str(extra_info["env_id"]), int(extra_info["seed"])
+    except (TypeError, KeyError, ValueError):
+        raise ValueError(
+            f"{AGENT_NAME} needs extra_info with env_id and seed (write rows with dataset_rows()), got {extra_info!r}"
+        ) from None
