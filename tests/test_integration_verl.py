@@ -283,3 +283,18 @@ def test_agent_loop_config_file_names_a_loop_with_tools(tokenizer: Any, runtime:
 def test_rows_can_name_their_agent_loop() -> None:
     (row,) = adapter.dataset_rows("game:GuessTheNumber-v0", 1, agent_name=adapter.AGENT_NAME)
     assert row["agent_name"] == "gem_sandbox_env" and row["extra_info"]["seed"] == 0
+
+
+def test_verls_dataset_reads_the_rows(tmp_path: Path, tokenizer: Any) -> None:
+    from omegaconf import OmegaConf
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    rows = adapter.dataset_rows("math:Arithmetic-v0", 3, tools=["python"], agent_name=adapter.AGENT_NAME)
+    path = tmp_path / "train.parquet"
+    adapter.write_parquet(str(path), rows)
+    config = OmegaConf.create({"max_prompt_length": 4096, "filter_overlong_prompts": False, "cache_dir": str(tmp_path)})
+    dataset = RLHFDataset(data_files=[str(path)], tokenizer=tokenizer, config=config)
+    item = dataset[2]
+    assert len(dataset) == 3 and item["raw_prompt"] == rows[2]["prompt"]
+    assert item["extra_info"]["seed"] == 2 and item["agent_name"] == "gem_sandbox_env"
+    assert item["tools_kwargs"] == {"python": {"create_kwargs": {"env_id": "math:Arithmetic-v0", "seed": 2}}}
