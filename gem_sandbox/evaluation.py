@@ -120,8 +120,12 @@ class ModelClient:
                 status = response.status
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
             raise EvalError(f"cannot reach the model endpoint at {self.url}: {exc or type(exc).__name__}") from exc
+        if status in (401, 403):
+            raise EvalError(f"{models_url} refused the request (HTTP {status}); check --api-key")
+        if status >= 500:
+            raise EvalError(f"{models_url} answered HTTP {status}; check the model server's log")
         if self.model_name is not None:
-            return
+            return  # a server without /models (404) still serves completions
         try:
             self.model_name = str(body["data"][0]["id"])  # type: ignore[index]
         except (TypeError, KeyError, IndexError) as exc:

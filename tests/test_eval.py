@@ -28,11 +28,18 @@ class ScriptedModel:
     """An OpenAI-compatible ``/v1`` on 127.0.0.1, in a thread of its own, answering each chat
     with ``script(messages, n)``: a reply's text, or an HTTP status to fail with."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, api_key: str | None = None) -> None:
         self.script = script
+        self.api_key = api_key
         self.asked: Counter[str] = Counter()  # first user message -> completions asked for it
         self.requests: list[dict[str, Any]] = []
         self.url = ""
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return web.json_response({"error": {"message": "bad key"}}, status=401)
+        return await handler(request)
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
@@ -56,7 +63,7 @@ class ScriptedModel:
         self.loop = asyncio.new_event_loop()
 
         async def serve() -> None:
-            app = web.Application()
+            app = web.Application(middlewares=[self._auth])
             app.router.add_get("/v1/models", self._models)
             app.router.add_post("/v1/chat/completions", self._complete)
             self.runner = web.AppRunner(app)
@@ -260,3 +267,12 @@ def test_infra_errors_are_counted_apart_from_the_scores() -> None:
     summary = summarize([record(0, "ok", 1.0, True), record(1, "infra_error", 0.0, None), record(2, "ok", 0.0, False)], 1)
     assert (summary.episodes, summary.scored, summary.mean_reward) == (3, 2, 0.5)
     assert summary.pass_at == {1: 0.5} and summary.statuses == {"ok": 2, "infra_error": 1}
+
+
+def test_a_refused_api_key_is_one_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with ScriptedModel(lambda messages, n: "\\boxed{1}", api_key="sk-right") as model:
+        argv = ["eval", "math:Arithmetic-v0", "--model", model.url, "--backend", "local", "--episodes", "1"]
+        assert main([*argv, "--api-key", "sk-wrong"]) == 1
+        assert capsys.readouterr().err.strip().endswith("refused the request (HTTP 401); check --api-key")
+        assert main([*argv, "--api-key", "sk-right", "--no-progress"]) == 0
+        assert "status ok" in capsys.readouterr().out and len(model.requests) == 1
