@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,29 @@ def test_no_reward_was_an_infra_error(run) -> None:
 
 def test_nothing_is_left_running_after_training(run) -> None:
     assert not [(pid, command_of(pid)) for pid in run.left_running if command_of(pid)]
+
+
+def test_a_trainer_killed_mid_training_leaves_no_sandbox_behind() -> None:
+    """SIGKILL the example once it has logged a training step: every process it started
+    (bubblewrap and what runs inside) goes with it (bubblewrap's --die-with-parent)."""
+    trainer = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "--steps", "200"], stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        for line in trainer.stdout:  # TRL prints each step's logs: training is under way
+            if "'loss'" in line:
+                break
+        sandboxes = descendants(trainer.pid)
+        assert any("bwrap" in command_of(pid) for pid in sandboxes), "no sandbox was running mid-training"
+    finally:
+        trainer.kill()
+        trainer.wait()
+        trainer.stdout.close()
+    for _ in range(200):  # the kernel delivers the parent-death signals; give it a moment
+        if not [pid for pid in sandboxes if command_of(pid)]:
+            break
+        time.sleep(0.05)
+    assert not [(pid, command_of(pid)) for pid in sandboxes if command_of(pid)]
