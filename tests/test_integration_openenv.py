@@ -316,6 +316,21 @@ def test_example_client_wins_an_episode(guess_easy: Server) -> None:
     assert play(guess_easy.url, seed=2, verbose=False) == pytest.approx(0.3 + 1.0)  # the tool call, then the win
 
 
+def test_trl_example_trains_on_served_episodes() -> None:
+    pytest.importorskip("trl", reason="needs trl (and torch, transformers)")
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        from trl_openenv import train
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    with served("game:GuessTheNumber-v0", "--max-sessions", "2") as server:
+        history = train(server.url, steps=2, episodes=2, generations=2, max_turns=2, max_new_tokens=8)
+    steps = [record for record in history if "reward" in record]
+    assert [record["step"] for record in steps] == [1, 2]
+    # An untrained model writes no \boxed{} guess: each episode ends on the env's format penalty.
+    assert all(record["rewards/env_reward/mean"] == pytest.approx(-0.1) for record in steps)
+
+
 # -- bad command lines ---------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("args", "message"),
