@@ -1,4 +1,4 @@
-"""The Tinker adapter through the Tinker cookbook's own rollout code (tinker-cookbook 0.6.1).
+"""The Tinker adapter through the Tinker cookbook's own rollout code (tinker-cookbook 0.5.8: pip picks it because 0.6.1 needs tml-renderers>=0.4.1, which does not resolve here).
 
 Tinker's service cannot be reached from here, so the model is a ``TokenCompleter`` (the
 cookbook's policy interface) that answers with a scripted policy; everything else is the
