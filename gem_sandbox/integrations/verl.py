@@ -45,14 +45,18 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import anyio.to_thread
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopOutput,
+    register,
+)
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from gem_sandbox import bridge
 from gem_sandbox.core import Env
-from gem_sandbox.registry import make
 from gem_sandbox.integrations.scoring import Scored, Scorer
+from gem_sandbox.registry import make
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sync import SyncRuntime
 from gem_sandbox.tools import Episode, PythonCodeTool, SandboxTool, ShellTool, ToolCall
@@ -213,7 +217,7 @@ def dataset_rows(
     ``tools`` names the verl tools a trajectory may call (their ``tools_kwargs``);
     ``agent_name`` the agent loop that plays the row (:data:`AGENT_NAME` plays the env)."""
     tools = list(tools)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for env_id in [env_ids] if isinstance(env_ids, str) else list(env_ids):
         for row in _scorer(env_id).rows(n, seed):
             task = {"env_id": env_id, "seed": row["seed"]}
