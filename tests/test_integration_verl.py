@@ -80,6 +80,20 @@ def test_errors_in_the_code_are_the_models_not_the_sandboxes(python_tool: adapte
     assert "ZeroDivisionError" in (response.text or "") and metrics["status"] == "error"
 
 
+def test_a_call_without_its_argument_is_answered_not_run(python_tool: adapter.SandboxPythonTool, runtime: Any) -> None:
+    async def call() -> tuple[ToolResponse, float, dict[str, Any]]:
+        instance_id, _ = await python_tool.create()
+        try:
+            return await python_tool.execute(instance_id, {"source": "print(1)"})
+        finally:
+            await python_tool.release(instance_id)
+
+    launched = runtime.statistics().leases
+    response, reward, metrics = asyncio.run(call())
+    assert (response.text, reward, metrics) == ("python needs the argument 'code'", 0.0, {"status": "invalid_arguments"})
+    assert runtime.statistics().leases == launched  # no sandbox was leased for it
+
+
 def test_shell_tool_keeps_one_session_per_instance(runtime: gem_sandbox.SyncRuntime) -> None:
     shell = adapter.SandboxShellTool({"type": "native"}, None, runtime=runtime)
 

@@ -115,6 +115,9 @@ class _SandboxVerlTool(BaseTool):
         """Run the call in the instance's sandbox: the observation text, step reward 0 (rewards
         come from :func:`compute_score`) and the run's status, exit code and duration."""
         episode = self._episode(instance_id)
+        missing = [name for name in self.tool.parameters.get("required", []) if name not in (parameters or {})]
+        if missing:  # the model's malformed call: it reads why, nothing runs
+            return ToolResponse(text=f"{self.name} needs the argument {missing[0]!r}"), 0.0, {"status": "invalid_arguments"}
         call = ToolCall(self.tool.name, dict(parameters), "", 0)
         output = await anyio.to_thread.run_sync(bridge.run_sync, self.tool.aexecute, call, episode)
         return ToolResponse(text=output.observation), 0.0, dict(output.details)
