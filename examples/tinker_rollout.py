@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 import sys
 
-import gem_sandbox
 from tinker_cookbook import renderers
 from tinker_cookbook.completers import TokenCompleter, TokensWithLogprobs
 from tinker_cookbook.rl.rollouts import do_group_rollout
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
+import gem_sandbox
 from gem_sandbox.integrations.tinker import GemDataset
 
 ENV_ID = "game:GuessTheNumber-v0"

@@ -28,20 +28,28 @@ import anyio
 import numpy as np
 import pytest
 
-from tests.trainer_policies import GAME_ID, MATH_ID, MATH_SEED, Guesser, math_with_tool, sandboxes_of, wait_gone
+from tests.trainer_policies import (
+    GAME_ID,
+    MATH_ID,
+    MATH_SEED,
+    Guesser,
+    math_with_tool,
+    sandboxes_of,
+    wait_gone,
+)
 
 
 def _released_agent_module() -> types.ModuleType:
     try:
-        import openrlhf.utils.agent as agent  # a full install
+        from openrlhf.utils import agent  # a full install
     except ImportError:
         spec = importlib.util.find_spec("openrlhf")
         if spec is None or not spec.submodule_search_locations:
-            pytest.skip("needs openrlhf: pip install --no-deps openrlhf==0.11.2")
+            pytest.skip("needs openrlhf: pip install --no-deps openrlhf==0.11.2", allow_module_level=True)
         utils = types.ModuleType("openrlhf.utils")
         utils.__path__ = [str(Path(spec.submodule_search_locations[0]) / "utils")]
         sys.modules["openrlhf.utils"] = utils
-        import openrlhf.utils.agent as agent
+        from openrlhf.utils import agent
     return agent
 
 

@@ -29,7 +29,11 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # 
 from transformers import PreTrainedTokenizerFast  # noqa: E402
 
 import gem_sandbox  # noqa: E402
-from gem_sandbox.integrations.tinker import GemDataset, GemDatasetBuilder, GemEnvGroupBuilder  # noqa: E402
+from gem_sandbox.integrations.tinker import (  # noqa: E402
+    GemDataset,
+    GemDatasetBuilder,
+    GemEnvGroupBuilder,
+)
 from tests.trainer_policies import GAME_ID, MATH_ID, MATH_SEED, Guesser, math_with_tool  # noqa: E402
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "tinker_rollout.py"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import runpy
+from collections.abc import Callable
 from pathlib import Path
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest

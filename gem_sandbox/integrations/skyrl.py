@@ -23,7 +23,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import skyrl_gym
-from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
+from skyrl_gym.envs.base_text_env import (
+    BaseTextEnv,
+    BaseTextEnvStepOutput,
+    ConversationType,
+)
 
 from gem_sandbox.core import Env
 from gem_sandbox.integrations.scoring import Scorer
