@@ -340,7 +340,7 @@ def test_trl_example_trains_on_served_episodes() -> None:
     ],
 )
 def test_bad_env_or_wrapper_exits_nonzero_with_one_line(args: list[str], message: str) -> None:
-    done = subprocess.run(command(*args, "--port", "0"), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(command(*args, "--port", "0"), check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gem-sandbox: error: ")
