@@ -195,7 +195,7 @@ def test_malformed_action_is_refused_and_the_session_survives(guess: Server) -> 
 
 def test_step_before_reset_is_a_clear_error(guess: Server) -> None:
     with guess.client() as client:
-        with pytest.raises(RuntimeError, match="before the first reset|reset"):
+        with pytest.raises(RuntimeError, match="no episode running: call reset"):
             client.step({"message": r"\boxed{10}"})
         assert client.reset(seed=0).done is False  # still usable
 
