@@ -1,7 +1,10 @@
 """Suite-wide settings.
 
 With ``GEM_SANDBOX_REQUIRE_DOCKER=1`` (set by ``.ci/run``) a Docker test that is skipped
-counts as a failure: CI must never pass while the Docker backend went untested.
+counts as a failure: CI must never pass while the Docker backend went untested. With
+``GEM_SANDBOX_REQUIRE_TRAINERS=1`` (``.ci/run``'s run of the trainer adapters' tests in the
+venv that has every framework) any skip counts as a failure, a test module skipped for a
+missing framework included: an adapter must never pass untested.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import os
 import pytest
 
 REQUIRE_DOCKER = os.environ.get("GEM_SANDBOX_REQUIRE_DOCKER") == "1"
+REQUIRE_TRAINERS = os.environ.get("GEM_SANDBOX_REQUIRE_TRAINERS") == "1"
 if REQUIRE_DOCKER:
     # Docker test modules skip at collection without the SDK, before the hook below sees a
     # test: where Docker is required, its absence stops the run here instead.
@@ -31,7 +35,20 @@ def anyio_backend() -> str:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
-    if REQUIRE_DOCKER and report.skipped and item.get_closest_marker("docker"):
-        report.outcome = "failed"
-        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.longrepr = f"Docker test skipped while GEM_SANDBOX_REQUIRE_DOCKER=1: {reason}"
+    if report.skipped and (REQUIRE_TRAINERS or (REQUIRE_DOCKER and item.get_closest_marker("docker"))):
+        _fail_skip(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_TRAINERS and report.skipped:
+        _fail_skip(report)
+
+
+def _fail_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    report.outcome = "failed"
+    reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+    variable = "GEM_SANDBOX_REQUIRE_TRAINERS" if REQUIRE_TRAINERS else "GEM_SANDBOX_REQUIRE_DOCKER"
+    report.longrepr = f"skipped while {variable}=1: {reason}"

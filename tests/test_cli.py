@@ -221,8 +221,13 @@ def test_the_library_never_configures_the_root_logger(tmp_path: Path) -> None:
     code = (
         "import logging, pkgutil, importlib, gem_sandbox\n"
         "for m in pkgutil.walk_packages(gem_sandbox.__path__, 'gem_sandbox.'):\n"
-        "    if not m.name.endswith('.__main__'):  # entry points: the agent's, the CLI's\n"
+        "    if m.name.endswith('.__main__'):  # entry points: the agent's, the CLI's\n"
+        "        continue\n"
+        "    try:\n"
         "        importlib.import_module(m.name)\n"
+        "    except ModuleNotFoundError as e:  # a trainer adapter whose framework is not installed\n"
+        "        if not m.name.startswith('gem_sandbox.integrations.') or e.name.startswith('gem_sandbox'):\n"
+        "            raise\n"
         "assert not logging.getLogger().handlers, logging.getLogger().handlers\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
