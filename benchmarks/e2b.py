@@ -38,14 +38,14 @@ async def bench_e2b() -> list[Row]:
         print("e2b benchmarks skipped: pip install e2b", file=sys.stderr)
         return []
     from gem_sandbox.sandbox.backends.docker import DockerBackend
-    from gem_sandbox.service import ServiceConfig, TokenPolicy, running
+    from gem_sandbox.service import ServeOptions, TokenPolicy, running
 
     problem = DockerBackend.check()
     if problem:
         print(f"e2b benchmarks skipped: {problem}", file=sys.stderr)
         return []
     token = TokenPolicy(name="bench", secret="bench-secret", max_leases=CONTAINERS)
-    config = ServiceConfig(port=0, backend="docker", e2b_compatible=True, tokens=(token,))
+    options = ServeOptions(port=0, backend="docker", e2b_compatible=True, tokens=(token,))
     async with Runtime("docker", min_idle=CONTAINERS, max_size=CONTAINERS) as runtime:
         await runtime.wait_ready(timeout=120)
         direct_first, sdk_first = [], []
@@ -61,7 +61,7 @@ async def bench_e2b() -> list[Row]:
                 started = time.perf_counter()
                 assert (await sandbox.run("echo hi", "bash")).ok
                 direct_calls.append(_ms(started))
-        async with running(config, runtime) as service:
+        async with running(options, runtime) as service:
             sdk = {"api_url": service.url, "sandbox_url": service.url, "api_key": token.secret}
             for _ in range(CREATES):
                 started = time.perf_counter()

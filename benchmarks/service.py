@@ -69,18 +69,18 @@ def _in_child(url: str, path: str) -> tuple[list[float], float]:
 
 async def bench_service() -> list[Row]:
     from gem_sandbox.sandbox.backends.docker import DockerBackend
-    from gem_sandbox.service import ServiceConfig, running
+    from gem_sandbox.service import ServeOptions, running
 
     problem = DockerBackend.check()
     if problem:
         print(f"service benchmarks skipped: {problem}", file=sys.stderr)
         return []
-    config = ServiceConfig(port=0, backend="docker")
+    options = ServeOptions(port=0, backend="docker")
     async with Runtime("docker", min_idle=CONTAINERS, max_size=CONTAINERS) as runtime:
         await runtime.wait_ready(timeout=120)
         direct = await warm_calls_ms(runtime, SERIAL)  # the suite's, on the runtime the service serves
         direct_rate = await calls_per_second(runtime, CALLERS, SECONDS)
-        async with running(config, runtime) as service:
+        async with running(options, runtime) as service:
             rest, rest_rate = await anyio.to_thread.run_sync(_in_child, service.url, "/v1/run")
             fusion, fusion_rate = await anyio.to_thread.run_sync(_in_child, service.url, "/run_code")
     what = f"service: trivial /run_code, {CONTAINERS} containers"

@@ -2,5 +2,5 @@
 
 A regular package, not a namespace one, so that ``importlib.resources.files()`` finds it in
 an editable install too (on Python 3.11 a namespace package there fails with
-``NotADirectoryError``). :mod:`gem_sandbox.images` reads ``sandbox/`` through it.
+``NotADirectoryError``). :mod:`gem_sandbox.sandbox.backends.docker.images` reads ``sandbox/`` through it.
 """

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gem_sandbox.runtime import Runtime
-from gem_sandbox.service import ServiceConfig, TokenPolicy, running
+from gem_sandbox.service import ServeOptions, TokenPolicy, running
 from gem_sandbox.service.state import Service
 from tests.docker_fixtures import docker_client, sandbox_image  # noqa: F401 - fixtures
 
@@ -39,8 +39,8 @@ async def serving(
     pool: dict[str, Any] = {"max_size": 4, "min_idle": 2, **(pool_options or {})}
     if image is not None:
         pool["image"] = image
-    config = ServiceConfig(host="127.0.0.1", port=0, backend=backend, tokens=tokens, **settings)
-    async with Runtime(backend, **pool) as runtime, running(config, runtime) as service:
+    options = ServeOptions(host="127.0.0.1", port=0, backend=backend, tokens=tokens, **settings)
+    async with Runtime(backend, **pool) as runtime, running(options, runtime) as service:
         await runtime.wait_ready()
         yield service
 

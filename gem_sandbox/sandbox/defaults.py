@@ -64,7 +64,7 @@ URL_VARIABLE = ENV_PREFIX + "URL"
 SERVICE_TOKEN_VARIABLE = ENV_PREFIX + "SERVICE_TOKEN"
 RAY_VARIABLE = ENV_PREFIX + "RAY"
 
-#: The pool service's settings (``gem-sandbox serve``), read by gem_sandbox/service/config.py.
+#: The pool service's settings (``gem-sandbox serve``), read by gem_sandbox/service/options.py.
 SERVICE_PREFIX = ENV_PREFIX + "SERVE_"
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

@@ -6,6 +6,4 @@ below imports it (the remote runtime, :mod:`gem_sandbox.sandbox.remote`, speaks 
 from gem_sandbox.service.options import ServeOptions, TokenPolicy, load
 from gem_sandbox.service.server import running, serve
 
-ServiceConfig = ServeOptions  # the old name, still used by tests/service_fixtures.py and benchmarks/
-
-__all__ = ["ServeOptions", "ServiceConfig", "TokenPolicy", "load", "running", "serve"]
+__all__ = ["ServeOptions", "TokenPolicy", "load", "running", "serve"]
