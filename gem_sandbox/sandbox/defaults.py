@@ -55,6 +55,7 @@ OTHER_VARIABLES = {
     "GEM_SANDBOX_BOX": "passed to bwrap to name a local sandbox, so /proc scans find it (backends/local/scan.py)",
     "GEM_SANDBOX_TOKEN": "set by the agent in each run's environment to name its tenant (agent/tenants.py)",
     "GEM_SANDBOX_REQUIRE_DOCKER": "tests: 1 turns a skipped Docker test into a failure (tests/conftest.py, .ci/run)",
+    "GEM_SANDBOX_REQUIRE_TRAINERS": "tests: 1 turns any skip into a failure, for the trainer adapters' run (tests/conftest.py, .ci/run)",
     "GEM_SANDBOX_TEST_HOST_SECRET": "tests: a host variable that must never reach a sandbox (test_docker_hardening.py)",
     "GEM_SANDBOX_URL": "the pool service that runtimes given no backend use (runtime.py, docs/service.md)",
     "GEM_SANDBOX_SERVICE_TOKEN": "the token sent to GEM_SANDBOX_URL's service (runtime.py, docs/service.md)",
