@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 from abc import ABCMeta, abstractmethod
-from typing import Any, ClassVar, Generic, TypeVar, cast
+from collections.abc import Sequence
+from typing import Any, ClassVar, Generic, TypeVar
 
 from gem_sandbox_envs.gem_options import refuse_unknown
 
@@ -26,26 +27,6 @@ class GameReward:
     FAIL = 0.0  # the game is lost, e.g. a mine is revealed
     INVALID_ACTION = 0.0  # a well-formed but illegal move; it still costs a turn
     FORMAT_ERROR = -0.1  # no parseable move in the action; ends the episode
-
-
-def fixed(*settings: int | None) -> tuple[int, ...] | None:
-    """``settings``, or None when any is left out (GEM's ``-random`` variants draw them anew)."""
-    return None if None in settings else cast(tuple[int, ...], settings)
-
-
-def invalid(obs: str) -> Outcome:
-    """A well-formed move that the rules forbid: it earns nothing and the game goes on."""
-    return obs, GameReward.INVALID_ACTION, False
-
-
-def ongoing(obs: str, reward: float = GameReward.INTERNAL_STEP) -> Outcome:
-    """A legal move after which the game goes on."""
-    return obs, reward, False
-
-
-def game_over(obs: str, reward: float) -> Outcome:
-    """A move that wins or loses the game."""
-    return obs, reward, True
 
 
 @functools.cache
@@ -81,7 +62,9 @@ class TextGame(Env[str, str], Generic[Move], metaclass=_GameType):
     :class:`~gem_sandbox.core.ResetNeeded` until the next reset; an action that is not a
     string raises :class:`~gem_sandbox.core.InvalidAction` (an unparseable string is a format
     error, scored). Subclasses implement the game itself: :meth:`new_game`,
-    :meth:`parse_move`, :meth:`play` and the texts.
+    :meth:`parse_move`, :meth:`play` and the texts, and pass their per-episode settings to
+    ``TextGame.__init__``: when any is None, every reset draws them anew (GEM's ``-random``
+    variants) with :meth:`random_settings`.
     """
 
     blocking = False
@@ -89,12 +72,25 @@ class TextGame(Env[str, str], Generic[Move], metaclass=_GameType):
     #: An example move, quoted to the agent when its action cannot be parsed.
     action_format: ClassVar[str]
 
+    #: GEM's ``-random`` settings, one drawn per episode by :meth:`random_settings`: each a
+    #: tuple in the order the game passes its settings to ``TextGame.__init__``.
+    RANDOM_SETTINGS: ClassVar[Sequence[tuple[Any, ...]]] = ()
+
     max_turns: int
     turn_count: int
+
+    def __init__(self, seed: int | None, **settings: Any) -> None:
+        """``settings`` (the game's per-episode ones, by name) become attributes at each reset."""
+        super().__init__(seed)
+        self.settings = settings
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> ResetReturn:
         self.seed_rng(seed)
         self.turn_count = 0
+        settings = self.settings
+        if None in settings.values():
+            settings = dict(zip(settings, self.random_settings()))
+        vars(self).update(settings)
         self.new_game()
         return self.instructions(), self._info()
 
@@ -128,10 +124,31 @@ class TextGame(Env[str, str], Generic[Move], metaclass=_GameType):
         # GEM's observation wrappers append ``suffix`` (the current board) to the observation.
         return {"suffix": self.suffix()}
 
+    # -- outcomes of a move, for :meth:`play` ----------------------------------------------
+    @staticmethod
+    def invalid(obs: str) -> Outcome:
+        """A well-formed move that the rules forbid: it earns nothing and the game goes on."""
+        return obs, GameReward.INVALID_ACTION, False
+
+    @staticmethod
+    def ongoing(obs: str, reward: float = GameReward.INTERNAL_STEP) -> Outcome:
+        """A legal move after which the game goes on."""
+        return obs, reward, False
+
+    @staticmethod
+    def game_over(obs: str, reward: float) -> Outcome:
+        """A move that wins or loses the game."""
+        return obs, reward, True
+
     # -- the game ----------------------------------------------------------------------
+    def random_settings(self) -> tuple[Any, ...]:
+        """This episode's settings when some are left None: one of :attr:`RANDOM_SETTINGS`
+        unless the game draws them its own way, as GEM does."""
+        return self.rng.choice(self.RANDOM_SETTINGS)
+
     @abstractmethod
     def new_game(self) -> None:
-        """Draw a new episode (and the ``-random`` variants' settings) from ``self.rng``."""
+        """Draw a new episode from ``self.rng``; its settings are already in place."""
 
     @abstractmethod
     def parse_move(self, answer: str) -> Move | None:
@@ -139,7 +156,7 @@ class TextGame(Env[str, str], Generic[Move], metaclass=_GameType):
 
     @abstractmethod
     def play(self, move: Move) -> Outcome:
-        """Apply ``move``; see :func:`invalid`, :func:`ongoing` and :func:`game_over`."""
+        """Apply ``move``; see :meth:`invalid`, :meth:`ongoing` and :meth:`game_over`."""
 
     def timeout_reward(self, move: Move, reward: float) -> float:
         """The reward of the last step when the turns run out; some games give partial credit."""

@@ -9,14 +9,11 @@ from functools import cache
 from importlib.resources import files
 
 from gem_sandbox_envs.games import lines
-from gem_sandbox_envs.games.base import Outcome, TextGame, fixed, game_over, invalid, ongoing
+from gem_sandbox_envs.games.base import Outcome, TextGame
 
 _MOVE = re.compile(r"(\d+)[\s,]+(\d+)[\s,]+([a-zA-Z])")
 
 _CLUES = "crossword_clues.jsonl"  # see data/README
-
-#: (hardcore, num_words, max_turns) of GEM's ``-random`` variant.
-_RANDOM_SETTINGS = [(False, 3, 20), (True, 3, 20)]
 
 _LAYOUT_ATTEMPTS = 200  # word draws tried before falling back to unconnected words
 
@@ -46,6 +43,10 @@ class CrosswordsEnv(TextGame[tuple[int, int, str]]):
 
     action_format = r"\boxed{0 0 A}"
 
+    #: (hardcore, num_words, max_turns) of GEM's ``-random`` variant.
+    RANDOM_SETTINGS = [(False, 3, 20), (True, 3, 20)]
+
+
     def __init__(
         self,
         hardcore: bool | None = False,
@@ -53,13 +54,9 @@ class CrosswordsEnv(TextGame[tuple[int, int, str]]):
         num_words: int | None = 5,
         seed: int | None = None,
     ) -> None:
-        super().__init__(seed)
-        self.settings = fixed(hardcore, num_words, max_turns)
+        super().__init__(seed, hardcore=hardcore, num_words=num_words, max_turns=max_turns)
 
     def new_game(self) -> None:
-        self.hardcore, self.num_words, self.max_turns = (
-            self.settings or self.rng.choice(_RANDOM_SETTINGS)
-        )
         pool = clue_list(self.hardcore)
         for _ in range(_LAYOUT_ATTEMPTS):
             entries = self.rng.sample(pool, min(self.num_words, len(pool)))
@@ -156,19 +153,19 @@ class CrosswordsEnv(TextGame[tuple[int, int, str]]):
         turn = f"At turn {self.turn_count}, you tried to place {letter} at ({row}, {col})"
         size = len(self.board)
         if not (0 <= row < size and 0 <= col < size):
-            return invalid(f"{turn}, which is out of bounds.")
+            return self.invalid(f"{turn}, which is out of bounds.")
         if self.board[row][col] == BLACK:
-            return invalid(f"{turn}, which is a black cell and cannot be filled.")
+            return self.invalid(f"{turn}, which is a black cell and cannot be filled.")
         if self.board[row][col] != EMPTY:
-            return invalid(f"{turn}, but the cell is already filled.")
+            return self.invalid(f"{turn}, but the cell is already filled.")
         if self.solution[row][col] != letter:
-            return ongoing(f"{turn}, but it is incorrect.")
+            return self.ongoing(f"{turn}, but it is incorrect.")
         self.board[row][col] = letter
         reward = 1 / self.total_letter_cells
         if all(EMPTY not in line for line in self.board):
-            return game_over("Congratulations! You completed the Crosswords puzzle!", reward)
+            return self.game_over("Congratulations! You completed the Crosswords puzzle!", reward)
         obs = f"At turn {self.turn_count}, you placed {letter} at ({row}, {col}) correctly."
-        return ongoing(obs, reward)
+        return self.ongoing(obs, reward)
 
     def sample_random_action(self) -> str:
         empty = [

@@ -3,15 +3,7 @@
 from __future__ import annotations
 
 
-from gem_sandbox_envs.games.base import (
-    GameReward,
-    Outcome,
-    TextGame,
-    fixed,
-    game_over,
-    invalid,
-    ongoing,
-)
+from gem_sandbox_envs.games.base import GameReward, Outcome, TextGame
 
 BLANK = 0
 
@@ -20,10 +12,6 @@ MOVES = {"up": (1, 0), "down": (-1, 0), "left": (0, 1), "right": (0, -1)}
 
 #: How a board is drawn: uniformly among the solvable ones, or by random slides (GEM's names).
 INIT_ALGOS = ("pure_random", "monte_carlo")
-
-#: (num_rows, max_turns) of GEM's ``-random`` variant.
-_RANDOM_SETTINGS = [(2, 10), (3, 20), (4, 50)]
-
 
 def is_solvable(tiles: list[int], width: int) -> bool:
     """Whether the row-major ``tiles`` can be slid into order with the blank last.
@@ -51,6 +39,10 @@ class FifteenPuzzleEnv(TextGame[str]):
 
     action_format = r"\boxed{up}"
 
+    #: (num_rows, max_turns) of GEM's ``-random`` variant.
+    RANDOM_SETTINGS = [(2, 10), (3, 20), (4, 50)]
+
+
     def __init__(
         self,
         max_turns: int | None = 20,
@@ -63,8 +55,7 @@ class FifteenPuzzleEnv(TextGame[str]):
             raise ValueError(f"init_algo is one of {', '.join(INIT_ALGOS)}, got {init_algo!r}")
         if mc_rand_moves < 1:
             raise ValueError(f"mc_rand_moves must be at least 1, got {mc_rand_moves}")
-        super().__init__(seed)
-        self.settings = fixed(num_rows, max_turns)
+        super().__init__(seed, num_rows=num_rows, max_turns=max_turns)
         self.init_algo = init_algo
         self.mc_rand_moves = mc_rand_moves
 
@@ -73,7 +64,6 @@ class FifteenPuzzleEnv(TextGame[str]):
         return self.num_rows**2 - 1
 
     def new_game(self) -> None:
-        self.num_rows, self.max_turns = self.settings or self.rng.choice(_RANDOM_SETTINGS)
         tiles = self._goal()
         if self.init_algo == "monte_carlo":
             while tiles == self._goal():
@@ -114,12 +104,13 @@ class FifteenPuzzleEnv(TextGame[str]):
                 f"At turn {self.turn_count}, you chose a move {move} that is outside the bounds "
                 "of the board."
             )
-            return invalid(obs)
+            return self.invalid(obs)
         tile = row * width + col
         self.tiles[blank], self.tiles[tile] = self.tiles[tile], BLANK
         if self.tiles == self._goal():
-            return game_over("Congratulations! You have solved the puzzle!", GameReward.SUCCESS)
-        return ongoing(f"At turn {self.turn_count}, you made a valid move: {move}.")
+            obs = "Congratulations! You have solved the puzzle!"
+            return self.game_over(obs, GameReward.SUCCESS)
+        return self.ongoing(f"At turn {self.turn_count}, you made a valid move: {move}.")
 
     def timeout_reward(self, move: str, reward: float) -> float:
         in_place = sum(tile == goal for tile, goal in zip(self.tiles, self._goal()))

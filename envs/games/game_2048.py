@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import math
 
-from gem_sandbox_envs.games.base import Outcome, TextGame, fixed, game_over, invalid, ongoing
+from gem_sandbox_envs.games.base import Outcome, TextGame
 
 Board = list[list[int]]  # 0 marks an empty cell
 
 DIRECTIONS = ("up", "down", "left", "right")
-
-#: (target_tile, max_turns) of GEM's ``-random`` variant.
-_RANDOM_SETTINGS = [(16, 20), (32, 30), (64, 50)]
-
 
 def _merge_left(line: list[int]) -> list[int]:
     """Slide one line to the left, merging each pair of equal neighbours once."""
@@ -47,6 +43,10 @@ class Game2048Env(TextGame[str]):
 
     action_format = r"\boxed{left}"
 
+    #: (target_tile, max_turns) of GEM's ``-random`` variant.
+    RANDOM_SETTINGS = [(16, 20), (32, 30), (64, 50)]
+
+
     def __init__(
         self,
         target_tile: int | None = 2048,
@@ -54,12 +54,10 @@ class Game2048Env(TextGame[str]):
         board_size: int = 4,
         seed: int | None = None,
     ) -> None:
-        super().__init__(seed)
-        self.settings = fixed(target_tile, max_turns)
+        super().__init__(seed, target_tile=target_tile, max_turns=max_turns)
         self.board_size = board_size
 
     def new_game(self) -> None:
-        self.target_tile, self.max_turns = self.settings or self.rng.choice(_RANDOM_SETTINGS)
         self.board: Board = [[0] * self.board_size for _ in range(self.board_size)]
         self._add_tile()
         self._add_tile()
@@ -87,19 +85,19 @@ class Game2048Env(TextGame[str]):
                 f"At turn {self.turn_count}, you chose move '{move}' which doesn't change the "
                 "board state. Try a different direction."
             )
-            return invalid(obs)
+            return self.invalid(obs)
         self.board = board
         reward = self._progress_reward()
         self._add_tile()
         if self.best_tile >= self.target_tile:
-            return game_over(
+            return self.game_over(
                 f"Congratulations! You reached the {self.target_tile} tile "
                 f"in {self.turn_count} turns!",
                 reward,
             )
         if all(slide(self.board, d) == self.board for d in DIRECTIONS):
-            return game_over("Game over! No more moves possible.", reward)
-        return ongoing(f"At turn {self.turn_count}, you moved {move}.", reward)
+            return self.game_over("Game over! No more moves possible.", reward)
+        return self.ongoing(f"At turn {self.turn_count}, you moved {move}.", reward)
 
     def _progress_reward(self) -> float:
         """The log2 progress of a new highest tile (capped at the target) since the start."""

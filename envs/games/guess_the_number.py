@@ -5,15 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from gem_sandbox_envs.games.base import (
-    GameReward,
-    Outcome,
-    TextGame,
-    fixed,
-    game_over,
-    invalid,
-    ongoing,
-)
+from gem_sandbox_envs.games.base import GameReward, Outcome, TextGame
 
 _INTEGER = re.compile(r"[+-]?\d+")
 
@@ -27,6 +19,7 @@ class GuessTheNumberEnv(TextGame[int]):
 
     action_format = r"\boxed{7}"
 
+
     def __init__(
         self,
         min_number: int | None = 1,
@@ -34,16 +27,13 @@ class GuessTheNumberEnv(TextGame[int]):
         max_turns: int | None = 20,
         seed: int | None = None,
     ) -> None:
-        super().__init__(seed)
-        self.settings = fixed(min_number, max_number, max_turns)
+        super().__init__(seed, min_number=min_number, max_number=max_number, max_turns=max_turns)
 
     def new_game(self) -> None:
-        settings = self.settings or self._random_settings()
-        self.min_number, self.max_number, self.max_turns = settings
         self.target = self.rng.randint(self.min_number, self.max_number)
         self.guesses: set[int] = set()
 
-    def _random_settings(self) -> tuple[int, int, int]:
+    def random_settings(self) -> tuple[int, int, int]:
         """GEM's ``-random`` range, with ``ceil(sqrt(width)) + 1`` turns: enough to bisect it."""
         low = self.rng.randint(1, 10)
         high = self.rng.randint(low + 5, low + 50)
@@ -55,18 +45,18 @@ class GuessTheNumberEnv(TextGame[int]):
     def play(self, guess: int) -> Outcome:
         turn = f"At turn {self.turn_count}, you guessed {guess}"
         if not self._in_range(guess):
-            return invalid(f"{turn}, which is outside the range specified.")
+            return self.invalid(f"{turn}, which is outside the range specified.")
         if guess in self.guesses:
-            return invalid(f"{turn}, which has been already guessed before.")
+            return self.invalid(f"{turn}, which has been already guessed before.")
         self.guesses.add(guess)
         if guess == self.target:
             obs = (
                 f"Congratulations! You guessed the correct number {guess} "
                 f"in {self.turn_count} turns."
             )
-            return game_over(obs, GameReward.SUCCESS)
+            return self.game_over(obs, GameReward.SUCCESS)
         hint = "lower" if guess > self.target else "higher"
-        return ongoing(f"{turn}, and the target number is {hint} than {guess}.")
+        return self.ongoing(f"{turn}, and the target number is {hint} than {guess}.")
 
     def timeout_reward(self, guess: int, reward: float) -> float:
         if not self._in_range(guess):

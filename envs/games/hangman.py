@@ -5,22 +5,10 @@ from __future__ import annotations
 import re
 import string
 
-from gem_sandbox_envs.games.base import (
-    GameReward,
-    Outcome,
-    TextGame,
-    fixed,
-    game_over,
-    invalid,
-    ongoing,
-)
+from gem_sandbox_envs.games.base import GameReward, Outcome, TextGame
 from gem_sandbox_envs.games.words import word_list
 
 _LETTERS = re.compile(r"[a-zA-Z]+")
-
-#: (word_length, max_turns) of GEM's ``-random`` variant.
-_RANDOM_SETTINGS = [(3, 10), (5, 15), (7, 20)]
-
 
 class HangmanEnv(TextGame[str]):
     """Find a ``word_length``-letter word within ``max_turns`` guesses of a letter or a word.
@@ -33,6 +21,10 @@ class HangmanEnv(TextGame[str]):
 
     action_format = r"\boxed{E}"
 
+    #: (word_length, max_turns) of GEM's ``-random`` variant.
+    RANDOM_SETTINGS = [(3, 10), (5, 15), (7, 20)]
+
+
     def __init__(
         self,
         word_length: int | None = 5,
@@ -40,12 +32,10 @@ class HangmanEnv(TextGame[str]):
         max_turns: int | None = 20,
         seed: int | None = None,
     ) -> None:
-        super().__init__(seed)
-        self.settings = fixed(word_length, max_turns)
+        super().__init__(seed, word_length=word_length, max_turns=max_turns)
         self.hardcore = hardcore
 
     def new_game(self) -> None:
-        self.word_length, self.max_turns = self.settings or self.rng.choice(_RANDOM_SETTINGS)
         self.secret = self.rng.choice(self._words()).upper()
         self.board = ["_"] * self.word_length
         self.guessed_letters: set[str] = set()
@@ -62,27 +52,27 @@ class HangmanEnv(TextGame[str]):
             if guess == self.secret:
                 hidden_share = 0.5 * self.board.count("_") / self.word_length
                 obs = f"Congratulations! You guessed the word '{self.secret}' correctly!"
-                return game_over(obs, hidden_share + 0.5 * GameReward.SUCCESS)
+                return self.game_over(obs, hidden_share + 0.5 * GameReward.SUCCESS)
             if len(guess) != self.word_length:
                 obs = (
                     f"{turn} which is of length {len(guess)}, but the secret word is of length "
                     f"{self.word_length}."
                 )
-                return invalid(obs)
-            return ongoing(f"{turn} which is incorrect.")
+                return self.invalid(obs)
+            return self.ongoing(f"{turn} which is incorrect.")
         if guess in self.guessed_letters:
-            return invalid(f"{turn}, which has been already guessed before.")
+            return self.invalid(f"{turn}, which has been already guessed before.")
         self.guessed_letters.add(guess)
         if guess not in self.secret:
-            return ongoing(f"{turn}, a letter that is not in the secret word.")
+            return self.ongoing(f"{turn}, a letter that is not in the secret word.")
         positions = [i for i, letter in enumerate(self.secret) if letter == guess]
         for i in positions:
             self.board[i] = guess
         reward = 0.5 * len(positions) / self.word_length
         if "_" not in self.board:
             obs = f"Congratulations! You uncovered the word '{self.secret}'!"
-            return game_over(obs, reward + 0.5 * GameReward.SUCCESS)
-        return ongoing(f"{turn}, a letter that is in the secret word.", reward)
+            return self.game_over(obs, reward + 0.5 * GameReward.SUCCESS)
+        return self.ongoing(f"{turn}, a letter that is in the secret word.", reward)
 
     def sample_random_action(self) -> str:
         if self.rng.random() < 0.5:

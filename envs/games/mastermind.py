@@ -5,13 +5,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from gem_sandbox_envs.games.base import Outcome, TextGame, fixed, game_over, invalid, ongoing
+from gem_sandbox_envs.games.base import Outcome, TextGame
 
 _DIGITS = re.compile(r"\d+(?:\s+\d+)*")
-
-#: (code_length, num_numbers, max_turns) of GEM's ``-random`` variant.
-_RANDOM_SETTINGS = [(2, 4, 10), (4, 6, 20), (4, 8, 30)]
-
 
 def score(code: tuple[int, ...], guess: tuple[int, ...]) -> tuple[int, int]:
     """(black, white) pegs: right digit in the right place, right digit in the wrong place."""
@@ -29,6 +25,10 @@ class MastermindEnv(TextGame[tuple[int, ...]]):
 
     action_format = r"\boxed{1 2 3 4}"
 
+    #: (code_length, num_numbers, max_turns) of GEM's ``-random`` variant.
+    RANDOM_SETTINGS = [(2, 4, 10), (4, 6, 20), (4, 8, 30)]
+
+
     def __init__(
         self,
         code_length: int | None = 4,
@@ -37,13 +37,12 @@ class MastermindEnv(TextGame[tuple[int, ...]]):
         max_turns: int | None = 20,
         seed: int | None = None,
     ) -> None:
-        super().__init__(seed)
-        self.settings = fixed(code_length, num_numbers, max_turns)
+        super().__init__(
+            seed, code_length=code_length, num_numbers=num_numbers, max_turns=max_turns
+        )
         self.duplicate_numbers = duplicate_numbers
 
     def new_game(self) -> None:
-        settings = self.settings or self.rng.choice(_RANDOM_SETTINGS)
-        self.code_length, self.num_numbers, self.max_turns = settings
         digits = range(1, self.num_numbers + 1)
         draw = self.rng.choices if self.duplicate_numbers else self.rng.sample
         self.code = tuple(draw(digits, k=self.code_length))
@@ -61,23 +60,23 @@ class MastermindEnv(TextGame[tuple[int, ...]]):
                 f"{turn}, which has {len(guess)} entries but the code has length "
                 f"{self.code_length}."
             )
-            return invalid(obs)
+            return self.invalid(obs)
         if not all(1 <= digit <= self.num_numbers for digit in guess):
             obs = f"{turn}, which has numbers outside the range 1 to {self.num_numbers}."
-            return invalid(obs)
+            return self.invalid(obs)
         if guess in self.guesses:
-            return invalid(f"{turn}, which has been already guessed before.")
+            return self.invalid(f"{turn}, which has been already guessed before.")
         self.guesses.add(guess)
         black, white = score(self.code, guess)
         reward = max(0, black - self.best_black) / self.code_length
         self.best_black = max(self.best_black, black)
         if black == self.code_length:
-            return game_over(
+            return self.game_over(
                 f"Congratulations! You guessed the correct code {shown} "
                 f"in {self.turn_count} turns.",
                 reward,
             )
-        return ongoing(
+        return self.ongoing(
             f"{turn}. This guess receives {black} black peg(s) and {white} white peg(s).", reward
         )
 

@@ -6,15 +6,7 @@ import re
 from collections import deque
 from collections.abc import Iterator
 
-from gem_sandbox_envs.games.base import (
-    GameReward,
-    Outcome,
-    TextGame,
-    fixed,
-    game_over,
-    invalid,
-    ongoing,
-)
+from gem_sandbox_envs.games.base import GameReward, Outcome, TextGame
 
 _MOVE = re.compile(r"([a-zA-Z]+)\s+(\d+)\s+(\d+)")
 
@@ -33,6 +25,7 @@ class MinesweeperEnv(TextGame[tuple[str, int, int]]):
 
     action_format = r"\boxed{reveal 3 2}"
 
+
     def __init__(
         self,
         rows: int | None = 8,
@@ -41,17 +34,14 @@ class MinesweeperEnv(TextGame[tuple[str, int, int]]):
         max_turns: int | None = 20,
         seed: int | None = None,
     ) -> None:
-        super().__init__(seed)
-        self.settings = fixed(rows, cols, num_mines, max_turns)
+        super().__init__(seed, rows=rows, cols=cols, num_mines=num_mines, max_turns=max_turns)
 
     def new_game(self) -> None:
-        settings = self.settings or self._random_settings()
-        self.rows, self.cols, self.num_mines, self.max_turns = settings
         self.mines: set[Cell] = set()  # laid on the first reveal
         self.revealed: set[Cell] = set()
         self.flags: set[Cell] = set()
 
-    def _random_settings(self) -> tuple[int, int, int, int]:
+    def random_settings(self) -> tuple[int, int, int, int]:
         """GEM's ``-random`` boards: 5x5 to 8x8, a fifth of them mines, a turn per cell."""
         size = self.rng.randint(5, 8)
         return size, size, size * size // 5, size * size
@@ -68,11 +58,11 @@ class MinesweeperEnv(TextGame[tuple[str, int, int]]):
         turn = f"At turn {self.turn_count}, you chose"
         if not (0 <= row < self.rows and 0 <= col < self.cols):
             obs = f"{turn} cell ({row}, {col}), which is outside the bounds of the grid."
-            return invalid(obs)
+            return self.invalid(obs)
         if command == "flag":
             if cell in self.revealed:
                 obs = f"{turn} to flag cell ({row}, {col}), which has already been revealed."
-                return invalid(obs)
+                return self.invalid(obs)
             if cell in self.flags:
                 self.flags.remove(cell)
                 action = "removed"
@@ -80,25 +70,25 @@ class MinesweeperEnv(TextGame[tuple[str, int, int]]):
                 self.flags.add(cell)
                 action = "added"
             obs = f"At turn {self.turn_count}, you {action} a flag on cell ({row}, {col})."
-            return ongoing(obs)
+            return self.ongoing(obs)
         if command != "reveal":
             obs = f"{turn} an invalid action '{command}'. Valid actions are 'reveal' or 'flag'."
-            return invalid(obs)
+            return self.invalid(obs)
         if cell in self.revealed or cell in self.flags:
             state = "revealed" if cell in self.revealed else "flagged"
             obs = f"{turn} to reveal cell ({row}, {col}), which has already been {state}."
-            return invalid(obs)
+            return self.invalid(obs)
         if not self.mines:
             self._lay_mines(cell)
         if cell in self.mines:
             self.revealed.add(cell)
-            return game_over(f"Game over! You hit a mine at ({row}, {col}).", GameReward.FAIL)
+            return self.game_over(f"Game over! You hit a mine at ({row}, {col}).", GameReward.FAIL)
         reward = self._reveal(cell) / (self.rows * self.cols - self.num_mines)
         if len(self.revealed) == self.rows * self.cols - self.num_mines:
-            return game_over(
+            return self.game_over(
                 "Congratulations! You have successfully cleared the Minesweeper board.", reward
             )
-        return ongoing(
+        return self.ongoing(
             f"At turn {self.turn_count}, you successfully revealed cell ({row}, {col}).", reward
         )
 

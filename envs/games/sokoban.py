@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from gem_sandbox_envs.games.base import GameReward, Outcome, TextGame, game_over, invalid, ongoing
+from gem_sandbox_envs.games.base import GameReward, Outcome, TextGame
 
 Cell = tuple[int, int]
 
 #: The step each move takes, as (row, column) offsets.
 MOVES: dict[str, Cell] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
-
-#: (dim_room, num_boxes, max_turns) of GEM's ``-random`` variant.
-_RANDOM_SETTINGS: list[tuple[tuple[int, int], int, int]] = [((6, 6), 2, 20), ((8, 8), 5, 50)]
 
 _ROOM_ATTEMPTS = 200  # room layouts tried before falling back to a plain one
 _WALKS_PER_ROOM = 12  # reverse-play walks from the solved state of each layout
@@ -41,6 +38,10 @@ class SokobanEnv(TextGame[str]):
 
     action_format = r"\boxed{up}"
 
+    #: (dim_room, num_boxes, max_turns) of GEM's ``-random`` variant.
+    RANDOM_SETTINGS = [((6, 6), 2, 20), ((8, 8), 5, 50)]
+
+
     def __init__(
         self,
         dim_room: tuple[int, int] | None = (6, 6),
@@ -48,17 +49,10 @@ class SokobanEnv(TextGame[str]):
         num_boxes: int | None = 3,
         seed: int | None = None,
     ) -> None:
-        super().__init__(seed)
-        self.settings = (
-            None
-            if dim_room is None or max_turns is None or num_boxes is None
-            else ((int(dim_room[0]), int(dim_room[1])), num_boxes, max_turns)
-        )
+        room = None if dim_room is None else (int(dim_room[0]), int(dim_room[1]))
+        super().__init__(seed, dim_room=room, num_boxes=num_boxes, max_turns=max_turns)
 
     def new_game(self) -> None:
-        self.dim_room, self.num_boxes, self.max_turns = (
-            self.settings or self.rng.choice(_RANDOM_SETTINGS)
-        )
         self.rows, self.cols = self.dim_room
         for _ in range(_ROOM_ATTEMPTS):
             if self._generate():
@@ -182,17 +176,17 @@ class SokobanEnv(TextGame[str]):
                 f"At turn {self.turn_count}, you cannot move {move}: you would walk into a wall "
                 "or push a box into a wall or another box."
             )
-            return invalid(obs)
+            return self.invalid(obs)
         if pushed:
             self.boxes.remove(target)
             self.boxes.add(_step(target, offset))
         self.player = target
         if self.boxes == self.goals:
-            return game_over(
+            return self.game_over(
                 "Congratulations! You have solved the Sokoban puzzle!", GameReward.SUCCESS
             )
         pushing = "pushed a box while you " if pushed else ""
-        return ongoing(f"At turn {self.turn_count}, you {pushing}moved {move}.")
+        return self.ongoing(f"At turn {self.turn_count}, you {pushing}moved {move}.")
 
     def boxes_on_goals(self) -> int:
         return len(self.boxes & self.goals)

@@ -6,12 +6,9 @@ import math
 import random
 import re
 
-from gem_sandbox_envs.games.base import Outcome, TextGame, fixed, game_over, invalid, ongoing
+from gem_sandbox_envs.games.base import Outcome, TextGame
 
 _MOVE = re.compile(r"(\d+)\s+(\d+)\s+(\d+)")
-
-#: (scale, clues, max_turns) of GEM's ``-random`` variant.
-_RANDOM_SETTINGS = [(4, 10, 15), (9, 50, 50)]
 
 Grid = list[list[int]]  # 0 marks an empty cell
 
@@ -77,6 +74,10 @@ class SudokuEnv(TextGame[tuple[int, int, int]]):
 
     action_format = r"\boxed{1 1 5}"
 
+    #: (scale, clues, max_turns) of GEM's ``-random`` variant.
+    RANDOM_SETTINGS = [(4, 10, 15), (9, 50, 50)]
+
+
     def __init__(
         self,
         clues: int | None = 30,
@@ -84,11 +85,9 @@ class SudokuEnv(TextGame[tuple[int, int, int]]):
         scale: int | None = 9,
         seed: int | None = None,
     ) -> None:
-        super().__init__(seed)
-        self.settings = fixed(scale, clues, max_turns)
+        super().__init__(seed, scale=scale, clues=clues, max_turns=max_turns)
 
     def new_game(self) -> None:
-        self.scale, self.clues, self.max_turns = self.settings or self.rng.choice(_RANDOM_SETTINGS)
         self.solution: Grid = [[0] * self.scale for _ in range(self.scale)]
         _fill(self.solution, self.rng)
         self.board = self._dig_puzzle()
@@ -118,17 +117,17 @@ class SudokuEnv(TextGame[tuple[int, int, int]]):
         row, col, digit = move
         turn = f"At turn {self.turn_count}, you tried to place {digit} at R{row} C{col}"
         if not all(1 <= value <= self.scale for value in move):
-            return invalid(f"{turn}, which is out of bounds.")
+            return self.invalid(f"{turn}, which is out of bounds.")
         if self.board[row - 1][col - 1]:
             obs = f"{turn}, which is already filled. You cannot overwrite filled cells."
-            return invalid(obs)
+            return self.invalid(obs)
         if self.solution[row - 1][col - 1] != digit:
-            return invalid(f"{turn}, which is incorrect.")
+            return self.invalid(f"{turn}, which is incorrect.")
         self.board[row - 1][col - 1] = digit
         reward = 1 / self.num_empty
         if self.board == self.solution:
-            return game_over("Congratulations! You have completed the Sudoku puzzle!", reward)
-        return ongoing(
+            return self.game_over("Congratulations! You have completed the Sudoku puzzle!", reward)
+        return self.ongoing(
             f"At turn {self.turn_count}, you placed {digit} at R{row} C{col}, which is correct.",
             reward,
         )

@@ -4,21 +4,9 @@ from __future__ import annotations
 
 import re
 
-from gem_sandbox_envs.games.base import (
-    GameReward,
-    Outcome,
-    TextGame,
-    fixed,
-    game_over,
-    invalid,
-    ongoing,
-)
+from gem_sandbox_envs.games.base import GameReward, Outcome, TextGame
 
 _MOVE = re.compile(r"([ABC])\s*,?\s*([ABC])", re.IGNORECASE)
-
-#: (num_disks, max_turns) of GEM's ``-random`` variant.
-_RANDOM_SETTINGS = [(3, 10), (4, 20), (5, 35)]
-
 
 class TowerofHanoiEnv(TextGame[tuple[str, str]]):
     """Move ``num_disks`` disks from A to C, one top disk at a time, never a bigger on a smaller.
@@ -28,17 +16,19 @@ class TowerofHanoiEnv(TextGame[tuple[str, str]]):
 
     action_format = r"\boxed{A C}"
 
+    #: (num_disks, max_turns) of GEM's ``-random`` variant.
+    RANDOM_SETTINGS = [(3, 10), (4, 20), (5, 35)]
+
+
     def __init__(
         self,
         num_disks: int | None = 3,
         max_turns: int | None = 100,
         seed: int | None = None,
     ) -> None:
-        super().__init__(seed)
-        self.settings = fixed(num_disks, max_turns)
+        super().__init__(seed, num_disks=num_disks, max_turns=max_turns)
 
     def new_game(self) -> None:
-        self.num_disks, self.max_turns = self.settings or self.rng.choice(_RANDOM_SETTINGS)
         # Each tower lists its disks bottom to top; disk n is the n-th smallest.
         self.towers = {"A": list(range(self.num_disks, 0, -1)), "B": [], "C": []}
 
@@ -50,23 +40,23 @@ class TowerofHanoiEnv(TextGame[tuple[str, str]]):
         src, dst = move
         turn = f"At turn {self.turn_count}, you tried to move"
         if src == dst:
-            return invalid(f"{turn} from tower {src} to itself.")
+            return self.invalid(f"{turn} from tower {src} to itself.")
         if not self.towers[src]:
-            return invalid(f"{turn} from tower {src}, which is empty.")
+            return self.invalid(f"{turn} from tower {src}, which is empty.")
         if self.towers[dst] and self.towers[src][-1] > self.towers[dst][-1]:
             obs = (
                 f"{turn} from tower {src} to tower {dst}, but the top disk on tower {src} "
                 f"is larger than the top disk on tower {dst}."
             )
-            return invalid(obs)
+            return self.invalid(obs)
         disk = self.towers[src].pop()
         self.towers[dst].append(disk)
         if len(self.towers["C"]) == self.num_disks:
-            return game_over(
+            return self.game_over(
                 "Congratulations! You solved the Tower of Hanoi Puzzle.", GameReward.SUCCESS
             )
         obs = f"At turn {self.turn_count}, you moved disk {disk} from tower {src} to tower {dst}."
-        return ongoing(obs)
+        return self.ongoing(obs)
 
     def timeout_reward(self, move: tuple[str, str], reward: float) -> float:
         return len(self.towers["C"]) / self.num_disks

@@ -7,21 +7,10 @@ import string
 from functools import cache
 
 from gem_sandbox_envs.games import lines
-from gem_sandbox_envs.games.base import (
-    GameReward,
-    Outcome,
-    TextGame,
-    fixed,
-    game_over,
-    invalid,
-    ongoing,
-)
+from gem_sandbox_envs.games.base import GameReward, Outcome, TextGame
 from gem_sandbox_envs.games.words import word_list
 
 _MOVE = re.compile(r"(\d+)[\s,]+(\d+)[\s,]+(\d+)[\s,]+(\d+)")
-
-#: (hardcore, num_words, max_turns) of GEM's ``-random`` variant.
-_RANDOM_SETTINGS = [(False, 5, 20), (True, 5, 20)]
 
 _LETTERS = string.ascii_uppercase
 
@@ -52,6 +41,10 @@ class WordSearchEnv(TextGame[Guess]):
 
     action_format = r"\boxed{1 1 1 5}"
 
+    #: (hardcore, num_words, max_turns) of GEM's ``-random`` variant.
+    RANDOM_SETTINGS = [(False, 5, 20), (True, 5, 20)]
+
+
     def __init__(
         self,
         hardcore: bool | None = False,
@@ -59,13 +52,9 @@ class WordSearchEnv(TextGame[Guess]):
         num_words: int | None = 5,
         seed: int | None = None,
     ) -> None:
-        super().__init__(seed)
-        self.settings = fixed(hardcore, num_words, max_turns)
+        super().__init__(seed, hardcore=hardcore, num_words=num_words, max_turns=max_turns)
 
     def new_game(self) -> None:
-        self.hardcore, self.num_words, self.max_turns = (
-            self.settings or self.rng.choice(_RANDOM_SETTINGS)
-        )
         for _ in range(_GRID_ATTEMPTS):
             if self._generate():
                 break
@@ -163,24 +152,24 @@ class WordSearchEnv(TextGame[Guess]):
         self.attempts.add(move)
         size = len(self.grid)
         if not all(0 <= value < size for value in move):
-            return invalid(f"{turn}, which is out of bounds.")
+            return self.invalid(f"{turn}, which is out of bounds.")
         if repeated:
-            return invalid(f"At turn {self.turn_count}, you have already tried {span}.")
+            return self.invalid(f"At turn {self.turn_count}, you have already tried {span}.")
         if start_row != end_row and start_col != end_col:
             obs = f"{turn}, which is not valid because words run either across or down."
-            return invalid(obs)
+            return self.invalid(obs)
         word = self.word_at(move)
         if word is None:
             obs = f"At turn {self.turn_count}, incorrect attempt. No word found at {span}."
-            return ongoing(obs)
+            return self.ongoing(obs)
         if word in self.found:
-            return invalid(f"{turn}, but you have already found the word '{word}' there.")
+            return self.invalid(f"{turn}, but you have already found the word '{word}' there.")
         self.found.add(word)
         reward = GameReward.SUCCESS / len(self.placed_words)
         if len(self.found) == len(self.placed_words):
-            return game_over("Congratulations! You completed the Word Search puzzle!", reward)
+            return self.game_over("Congratulations! You completed the Word Search puzzle!", reward)
         obs = f"At turn {self.turn_count}, correct! You found the word '{word}' at {span}."
-        return ongoing(obs, reward)
+        return self.ongoing(obs, reward)
 
     def word_at(self, guess: Guess) -> str | None:
         """The hidden word whose first and last cells ``guess`` names, either way round."""

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gem_sandbox_envs.games.base import (
-    GameReward,
-    Outcome,
-    TextGame,
-    fixed,
-    game_over,
-    invalid,
-    ongoing,
-)
+from gem_sandbox_envs.games.base import GameReward, Outcome, TextGame
 from gem_sandbox_envs.games.words import is_word, word_list
 
 _LETTERS = re.compile(r"[a-zA-Z]+(?:\s+[a-zA-Z]+)*")
@@ -42,6 +34,7 @@ class WordleEnv(TextGame[str]):
 
     action_format = r"\boxed{CRANE}"
 
+
     def __init__(
         self,
         word_length: int | None = 5,
@@ -49,17 +42,15 @@ class WordleEnv(TextGame[str]):
         max_turns: int | None = 20,
         seed: int | None = None,
     ) -> None:
-        super().__init__(seed)
-        self.settings = fixed(word_length, max_turns)
+        super().__init__(seed, word_length=word_length, max_turns=max_turns)
         self.only_real_words = only_real_words
 
     def new_game(self) -> None:
-        self.word_length, self.max_turns = self.settings or self._random_settings()
         self.secret = self.rng.choice(word_list(self.word_length)).upper()
         self.guesses: set[str] = set()
         self.greens = [False] * self.word_length
 
-    def _random_settings(self) -> tuple[int, int]:
+    def random_settings(self) -> tuple[int, int]:
         """GEM's ``-random`` words: 3 to 5 letters, 5 turns per letter."""
         length = self.rng.randint(3, 5)
         return length, 5 * length
@@ -74,11 +65,11 @@ class WordleEnv(TextGame[str]):
                 f"{turn} which has {len(guess)} letters but the secret word has "
                 f"{self.word_length} letters."
             )
-            return invalid(obs)
+            return self.invalid(obs)
         if guess in self.guesses:
-            return invalid(f"{turn}, which has been already guessed before.")
+            return self.invalid(f"{turn}, which has been already guessed before.")
         if self.only_real_words and not is_word(guess):
-            return invalid(f"{turn}, which is not a word in the dictionary.")
+            return self.invalid(f"{turn}, which is not a word in the dictionary.")
         self.guesses.add(guess)
         marks = feedback(self.secret, guess)
         new_greens = [i for i, mark in enumerate(marks) if mark == "G" and not self.greens[i]]
@@ -90,8 +81,8 @@ class WordleEnv(TextGame[str]):
                 f"Congratulations! You guessed the secret word {self.secret} "
                 f"in {self.turn_count} turns."
             )
-            return game_over(obs, reward + 0.5 * GameReward.SUCCESS)
-        return ongoing(f"{turn}\nFeedback:\n{' '.join(guess)}\n{' '.join(marks)}", reward)
+            return self.game_over(obs, reward + 0.5 * GameReward.SUCCESS)
+        return self.ongoing(f"{turn}\nFeedback:\n{' '.join(guess)}\n{' '.join(marks)}", reward)
 
     def sample_random_action(self) -> str:
         return f"\\boxed{{{self.rng.choice(word_list(self.word_length)).upper()}}}"
