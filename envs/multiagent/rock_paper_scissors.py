@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gem_sandbox.multiagent import AgentSelector, MultiAgentEnv, MultiStepReturn
+from gem_sandbox_envs.multiagent.base import RulesFirstEnv
+
+from gem_sandbox.multiagent import AgentSelector, MultiStepReturn
 from gem_sandbox.utils.parsing import boxed_answers
 
 P0, P1 = "player_0", "player_1"
@@ -16,7 +18,7 @@ WIN, LOSS, TIE = 1.0, -1.0, 0.0
 _RANDOM_ROUNDS = (3, 5, 7)
 
 
-class RockPaperScissorsEnv(MultiAgentEnv):
+class RockPaperScissorsEnv(RulesFirstEnv):
     """``player_0`` and ``player_1`` play ``num_rounds`` rounds, each naming ``\\boxed{rock}``,
     ``\\boxed{paper}`` or ``\\boxed{scissors}`` without seeing the other's move.
 
@@ -127,14 +129,6 @@ class RockPaperScissorsEnv(MultiAgentEnv):
             "paper, paper beats rock. A round won earns +1, a round lost -1, a tie 0; an "
             "answer that is not one of the three moves loses the round."
         )
-
-    def reset(
-        self, seed: int | None = None, **kwargs: Any
-    ) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-        """The rules, then each agent's first observation."""
-        observations, infos = super().reset(seed=seed, **kwargs)
-        intro = self.instructions()
-        return {a: f"{intro}\n{obs}" for a, obs in observations.items()}, infos
 
     def sample_agent_action(self, agent: str) -> str:
         return f"\\boxed{{{self.rng.choice(MOVES)}}}"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from gem_sandbox.multiagent import AgentSelector, MultiAgentEnv, MultiStepReturn
+from gem_sandbox_envs.multiagent.base import RulesFirstEnv
+
+from gem_sandbox.multiagent import AgentSelector, MultiStepReturn
 from gem_sandbox.utils.parsing import boxed_answers
 
 X, O = "player_x", "player_o"
@@ -21,7 +22,7 @@ _LINES = (
 )
 
 
-class TicTacToeEnv(MultiAgentEnv):
+class TicTacToeEnv(RulesFirstEnv):
     """``player_x`` and ``player_o`` take turns putting their mark on a 3x3 board with
     ``\\boxed{row col}`` (1-based); three in a line wins.
 
@@ -143,14 +144,6 @@ class TicTacToeEnv(MultiAgentEnv):
             "diagonal wins. An illegal move (an occupied or off-board cell, or no move) loses "
             "the game."
         )
-
-    def reset(
-        self, seed: int | None = None, **kwargs: Any
-    ) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-        """The rules, then each agent's first observation."""
-        observations, infos = super().reset(seed=seed, **kwargs)
-        intro = self.instructions()
-        return {a: f"{intro}\n{obs}" for a, obs in observations.items()}, infos
 
     def sample_agent_action(self, agent: str) -> str:
         """A random empty cell."""
