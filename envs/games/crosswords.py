@@ -81,64 +81,48 @@ class CrosswordsEnv(TextGame[tuple[int, int, str]]):
         (GEM's: half as long again as the longest word) and the placements, or None if
         some word finds no place or the letters outnumber the turns."""
         words = sorted(words, key=len, reverse=True)
-        size = round(1.5 * len(words[0]))
-        letters: dict[lines.Cell, str] = {}
-        owners: dict[lines.Cell, set[str]] = {}
-        placements: dict[str, lines.Placement] = {}
+        layout = lines.Layout(round(1.5 * len(words[0])))
+        size = layout.size
         for word in words:
-            if not placements:  # the first word goes in the middle, as in GEM
+            if not layout.placements:  # the first word goes in the middle, as in GEM
                 direction = self.rng.choice(list(lines.DIRECTIONS))
                 middle, start = size // 2, (size - len(word)) // 2
                 across = direction == "across"
                 candidates = [(middle, start, direction) if across else (start, middle, direction)]
             else:
-                candidates = self._crossings(word, size, letters, owners)
+                candidates = self._crossings(word, layout)
             if not candidates:
                 return size, None
-            placement = self.rng.choice(candidates)
-            placements[word] = placement
-            for cell, letter in zip(lines.cells(word, placement), word):
-                letters[cell] = letter
-                owners.setdefault(cell, set()).add(placement[2])
-        if len(letters) > self.max_turns:
+            layout.place(word, self.rng.choice(candidates))
+        if len(layout.letters) > self.max_turns:
             return size, None
-        return size, placements
+        return size, layout.placements
 
-    def _crossings(
-        self, word: str, size: int, letters: dict[lines.Cell, str], owners: dict[lines.Cell, set[str]]
-    ) -> list[lines.Placement]:
+    def _crossings(self, word: str, layout: lines.Layout) -> list[lines.Placement]:
         """Every placement of ``word`` that crosses a placed word and touches no other."""
         found = []
         for direction in lines.DIRECTIONS:
-            for row in range(size):
-                for col in range(size):
+            for row in range(layout.size):
+                for col in range(layout.size):
                     placement = (row, col, direction)
-                    if self._fits(word, placement, size, letters, owners):
+                    if self._fits(word, placement, layout):
                         found.append(placement)
         return found
 
     @staticmethod
-    def _fits(
-        word: str,
-        placement: lines.Placement,
-        size: int,
-        letters: dict[lines.Cell, str],
-        owners: dict[lines.Cell, set[str]],
-    ) -> bool:
-        direction = placement[2]
-        d_row, d_col = lines.DIRECTIONS[direction]
-        cells = lines.cells(word, placement)
-        if not all(0 <= r < size and 0 <= c < size for r, c in cells):
+    def _fits(word: str, placement: lines.Placement, layout: lines.Layout) -> bool:
+        if not layout.agrees(word, placement):
             return False
+        d_row, d_col = lines.DIRECTIONS[placement[2]]
+        cells = lines.cells(word, placement)
         (first_r, first_c), (last_r, last_c) = cells[0], cells[-1]
         before, after = (first_r - d_row, first_c - d_col), (last_r + d_row, last_c + d_col)
+        letters = layout.letters
         if before in letters or after in letters:
             return False  # it would run on into another word
         crossings = 0
-        for (row, col), letter in zip(cells, word):
+        for row, col in cells:
             if (row, col) in letters:
-                if letters[row, col] != letter or direction in owners[row, col]:
-                    return False
                 crossings += 1
             elif (row + d_col, col + d_row) in letters or (row - d_col, col - d_row) in letters:
                 return False  # side by side with another word's letter

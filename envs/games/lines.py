@@ -14,3 +14,32 @@ def cells(word: str, placement: Placement) -> list[Cell]:
     row, col, direction = placement
     d_row, d_col = DIRECTIONS[direction]
     return [(row + i * d_row, col + i * d_col) for i in range(len(word))]
+
+
+class Layout:
+    """The words placed so far on a ``size`` x ``size`` grid: their placements, the letter in
+    each cell they cover and the directions of the words through each cell."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.placements: dict[str, Placement] = {}
+        self.letters: dict[Cell, str] = {}
+        self.owners: dict[Cell, set[str]] = {}
+
+    def place(self, word: str, placement: Placement) -> None:
+        self.placements[word] = placement
+        for cell, letter in zip(cells(word, placement), word):
+            self.letters[cell] = letter
+            self.owners.setdefault(cell, set()).add(placement[2])
+
+    def agrees(self, word: str, placement: Placement) -> bool:
+        """Inside the grid, and any letter it shares is the same letter of a word running the
+        other way (so no word hides inside another)."""
+        for cell, letter in zip(cells(word, placement), word):
+            if not (0 <= cell[0] < self.size and 0 <= cell[1] < self.size):
+                return False
+            if cell in self.letters and (
+                self.letters[cell] != letter or placement[2] in self.owners[cell]
+            ):
+                return False
+        return True

@@ -78,40 +78,29 @@ class WordSearchEnv(TextGame[Guess]):
 
     def _generate(self) -> bool:
         words = self._draw_words()
-        size = round(1.5 * len(words[0]))  # GEM's grid: half as long again as the longest word
-        letters: dict[lines.Cell, str] = {}
-        owners: dict[lines.Cell, set[str]] = {}
-        placements: dict[str, lines.Placement] = {}
+        layout = lines.Layout(round(1.5 * len(words[0])))  # GEM's: half again the longest word
         for word in words:
-            placement = self._place(word, size, letters, owners, first=not placements)
+            placement = self._place(word, layout)
             if placement is None:
                 return False
-            placements[word] = placement
-            for cell, letter in zip(lines.cells(word, placement), word):
-                letters[cell] = letter
-                owners.setdefault(cell, set()).add(placement[2])
+            layout.place(word, placement)
+        size = layout.size
         for _ in range(_FILL_ATTEMPTS):
             grid = [
-                [letters.get((r, c)) or self.rng.choice(_LETTERS) for c in range(size)]
+                [layout.letters.get((r, c)) or self.rng.choice(_LETTERS) for c in range(size)]
                 for r in range(size)
             ]
             if all(_occurrences(grid, word) == 1 for word in words):
-                self.grid, self.placed_words = grid, placements
+                self.grid, self.placed_words = grid, layout.placements
                 return True
         return False
 
-    def _place(
-        self,
-        word: str,
-        size: int,
-        letters: dict[lines.Cell, str],
-        owners: dict[lines.Cell, set[str]],
-        first: bool,
-    ) -> lines.Placement | None:
+    def _place(self, word: str, layout: lines.Layout) -> lines.Placement | None:
         """Where ``word`` goes, in a random direction if it can: the middle for the first word,
         then crossing a placed word if possible, as in GEM, else anywhere it fits."""
         directions = self.rng.sample(list(lines.DIRECTIONS), 2)
-        if first:
+        size = layout.size
+        if not layout.placements:
             middle, start = size // 2, (size - len(word)) // 2
             across = directions[0] == "across"
             return (middle, start, "across") if across else (start, middle, "down")
@@ -120,9 +109,11 @@ class WordSearchEnv(TextGame[Guess]):
                 (row, col, direction)
                 for row in range(size)
                 for col in range(size)
-                if _fits(word, (row, col, direction), size, letters, owners)
+                if layout.agrees(word, (row, col, direction))
             ]
-            crossing = [p for p in fits if any(cell in letters for cell in lines.cells(word, p))]
+            crossing = [
+                p for p in fits if any(cell in layout.letters for cell in lines.cells(word, p))
+            ]
             if crossing or fits:
                 return self.rng.choice(crossing or fits)
         return None
@@ -219,23 +210,6 @@ class WordSearchEnv(TextGame[Guess]):
             f"Words Found: {len(self.found)}/{len(self.placed_words)}\n"
             "Enter your guess."
         )
-
-
-def _fits(
-    word: str,
-    placement: lines.Placement,
-    size: int,
-    letters: dict[lines.Cell, str],
-    owners: dict[lines.Cell, set[str]],
-) -> bool:
-    """Inside the grid, and any letter it shares is the same letter of a word running the
-    other way (so no word hides inside another)."""
-    for cell, letter in zip(lines.cells(word, placement), word):
-        if not (0 <= cell[0] < size and 0 <= cell[1] < size):
-            return False
-        if cell in letters and (letters[cell] != letter or placement[2] in owners[cell]):
-            return False
-    return True
 
 
 def _occurrences(grid: list[list[str]], word: str) -> int:
