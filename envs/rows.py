@@ -2,7 +2,8 @@
 
 The math and QA envs read the same kinds of source the same way, so both use this module; each
 says only what differs (:class:`Source`): where its samples are shipped, how a row's answer
-becomes the strings it accepts, and the extra its messages name.
+becomes the strings it accepts, and the extra its messages name. Both envs are
+:class:`QuestionEnv`\ s, which serve the rows one question per episode (:class:`EpochOrder`).
 
 The source is the one asked for, never a silent substitute: by default GEM's dataset through
 :func:`gem_sandbox_envs.hub.download` (``datasets`` is imported only then; its cache serves it
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from gem_sandbox_envs import hub
+
+from gem_sandbox.core import Env
 
 StrPath = str | os.PathLike[str]
 
@@ -77,10 +80,13 @@ class Source:
         sample: bool,
         question_key: str,
         answer_key: str,
+        dataset: Any = None,
     ) -> Items:
-        """The rows of the chosen source."""
-        hub.describe(dataset_name, split, data_path, sample)  # refuses two sources at once
+        """The rows of the chosen source: ``dataset`` when given (GEM's ``dataset=``)."""
         keys = (question_key, answer_key)
+        if dataset is not None:
+            return self.from_dataset(dataset, split, keys)
+        hub.describe(dataset_name, split, data_path, sample)  # refuses two sources at once
         if data_path is not None:
             return self.read_file(Path(data_path), keys)
         if not dataset_name:
@@ -202,14 +208,41 @@ class EpochOrder:
         self.noun = noun
         self._left: list[int] = []  # the rest of this epoch, served from the end
 
-    def pick(self, rng: random.Random, seed: int | None, idx: int | None, n: int, source: str) -> int:
+    def serve(
+        self, rng: random.Random, seed: int | None, idx: int | None, items: Items, source: str
+    ) -> tuple[str, tuple[str, ...]]:
+        """The question ``reset`` serves and its accepted answers."""
+        n = len(items)
         if idx is not None:
             if not 0 <= idx < n:
                 raise IndexError(f"idx {idx} is out of range: {source} has {n} {self.noun}s")
-            return idx
-        if seed is not None:
-            return rng.randrange(n)
-        if not self._left:
-            self._left = list(range(n))
-            rng.shuffle(self._left)
-        return self._left.pop()
+        elif seed is not None:
+            idx = rng.randrange(n)
+        else:
+            if not self._left:
+                self._left = list(range(n))
+                rng.shuffle(self._left)
+            idx = self._left.pop()
+        return items.questions[idx], items.answers[idx]
+
+
+class QuestionEnv(Env[str, str]):
+    """A single-turn env asking one question of its rows per episode (the math and QA envs):
+    where the rows come from (``source``), and the current question and its accepted answers."""
+
+    def __init__(self, seed: int | None, source: str, noun: str) -> None:
+        super().__init__(seed)
+        self.source = source
+        self.question = ""
+        self.answers: tuple[str, ...] = ()
+        self._order = EpochOrder(noun)
+
+    @classmethod
+    def describe_source(cls, **kwargs: Any) -> str:
+        return hub.describe_kwargs(kwargs)
+
+    def ask(self, seed: int | None, idx: int | None, items: Items) -> str:
+        """Reseed (when ``seed`` is given), then take this episode's question of ``items``."""
+        self.seed_rng(seed)
+        self.question, self.answers = self._order.serve(self.rng, seed, idx, items, self.source)
+        return self.question

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from gem_sandbox_envs.games.base import GameReward, Outcome, TextGame
 
 BLANK = 0

@@ -18,16 +18,15 @@ from typing import Any
 
 from gem_sandbox_envs.math.answer_check import CHECK_TIMEOUT, default_checker
 from gem_sandbox_envs.math.arithmetic import TERMINAL_STATE
-from gem_sandbox_envs import hub
 from gem_sandbox_envs.gem_options import refuse_unknown
-from gem_sandbox_envs.math.sources import StrPath, from_dataset, load
-from gem_sandbox_envs.rows import EpochOrder
+from gem_sandbox_envs.math.sources import SOURCE, StrPath
+from gem_sandbox_envs.rows import QuestionEnv
 
-from gem_sandbox.core import Env, ResetReturn, StepReturn
+from gem_sandbox.core import ResetReturn, StepReturn
 from gem_sandbox.utils.parsing import last_boxed_answer
 
 
-class MathEnv(Env[str, str]):
+class MathEnv(QuestionEnv):
     """Serves a dataset's problems: each once per epoch in an order shuffled by ``self.rng``;
     ``reset(seed=s)`` draws one by seed, ``reset(idx=i)`` serves the source's ``i``-th.
 
@@ -58,32 +57,19 @@ class MathEnv(Env[str, str]):
         **gem_options: Any,
     ) -> None:
         refuse_unknown(type(self), gem_options)
-        super().__init__(seed)
         if importlib.util.find_spec("math_verify") is None:
             raise ModuleNotFoundError(
                 "math envs check answers with math-verify: pip install 'gem-sandbox[math]'", name="math_verify"
             )
-        self.source = self.describe_source(
+        source = self.describe_source(
             dataset_name=dataset_name, split=split, data_path=data_path, sample=sample, dataset=dataset
         )
-        if dataset is not None:
-            self.problems = from_dataset(dataset, split, (question_key, answer_key))
-        else:
-            self.problems = load(dataset_name, split, data_path, sample, question_key, answer_key)
+        super().__init__(seed, source, "problem")
+        self.problems = SOURCE.load(dataset_name, split, data_path, sample, question_key, answer_key, dataset)
         self.check_timeout = check_timeout
-        self.question = ""
-        self.answers: tuple[str, ...] = ()
-        self._order = EpochOrder("problem")
-
-    @classmethod
-    def describe_source(cls, **kwargs: Any) -> str:
-        return hub.describe_kwargs(kwargs)
 
     def reset(self, seed: int | None = None, idx: int | None = None, **kwargs: Any) -> ResetReturn:
-        self.seed_rng(seed)
-        idx = self._order.pick(self.rng, seed, idx, len(self.problems), self.source)
-        self.question, self.answers = self.problems.questions[idx], self.problems.answers[idx]
-        return self.question, {}
+        return self.ask(seed, idx, self.problems), {}
 
     def step(self, action: str) -> StepReturn:
         answer = last_boxed_answer(action)

@@ -29,14 +29,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gem_sandbox_envs import hub
 from gem_sandbox_envs.qa import samples, scoring
 from gem_sandbox_envs.qa.corpus import corpus_index
-from gem_sandbox_envs.qa.sources import StrPath, data_dir, from_dataset, load, sample_name
+from gem_sandbox_envs.qa.sources import SOURCE, StrPath, data_dir, sample_name
 from gem_sandbox_envs.gem_options import refuse_unknown
-from gem_sandbox_envs.rows import EpochOrder
+from gem_sandbox_envs.rows import QuestionEnv
 
-from gem_sandbox.core import Env, ResetReturn, StepReturn
+from gem_sandbox.core import ResetReturn, StepReturn
 from gem_sandbox.utils.parsing import last_boxed_answer
 
 TERMINAL_STATE = "<｜TERMINAL_STATE｜>"  # GEM's observation after a single-turn episode
@@ -55,7 +54,7 @@ def last_tagged_answer(text: str) -> str | None:
     return found[-1].strip() if found else None
 
 
-class QaEnv(Env[str, str]):
+class QaEnv(QuestionEnv):
     """Serves a dataset's questions: each once per epoch in an order shuffled by ``self.rng``;
     ``reset(seed=s)`` draws one by seed, ``reset(idx=i)`` serves the source's ``i``-th.
 
@@ -88,27 +87,17 @@ class QaEnv(Env[str, str]):
         **gem_options: Any,
     ) -> None:
         refuse_unknown(type(self), gem_options)
-        super().__init__(seed)
-        self.extract_boxed = extract_boxed
-        self.source = self.describe_source(
+        source = self.describe_source(
             dataset_name=dataset_name, split=split, data_path=data_path, sample=sample, dataset=dataset
         )
-        if dataset is not None:
-            self.questions = from_dataset(dataset, split, (question_key, answer_key))
-        else:
-            self.questions = load(dataset_name, split, data_path, sample, question_key, answer_key)
+        super().__init__(seed, source, "question")
+        self.extract_boxed = extract_boxed
+        self.questions = SOURCE.load(dataset_name, split, data_path, sample, question_key, answer_key, dataset)
         if corpus is None and sample and sample_name(dataset_name, split) in samples.WORLD_SAMPLES:
             corpus = data_dir() / samples.WORLD_CORPUS  # the samples ask about the fictional world
         self.corpus = Path(corpus) if corpus is not None else None
         if self.corpus is not None and not self.corpus.is_file():
             raise FileNotFoundError(f"no corpus file at {self.corpus}")
-        self.question = ""
-        self.answers: tuple[str, ...] = ()
-        self._order = EpochOrder("question")
-
-    @classmethod
-    def describe_source(cls, **kwargs: Any) -> str:
-        return hub.describe_kwargs(kwargs)
 
     @property
     def search_index(self) -> Path | None:
@@ -121,10 +110,7 @@ class QaEnv(Env[str, str]):
         return _PROMPT.format(form=_FORMS[self.extract_boxed], question=question)
 
     def reset(self, seed: int | None = None, idx: int | None = None, **kwargs: Any) -> ResetReturn:
-        self.seed_rng(seed)
-        idx = self._order.pick(self.rng, seed, idx, len(self.questions), self.source)
-        self.question, self.answers = self.questions.questions[idx], self.questions.answers[idx]
-        return self.prompt(self.question), {}
+        return self.prompt(self.ask(seed, idx, self.questions)), {}
 
     def extract(self, action: str) -> str | None:
         """The answer the action gives: its last ``\\boxed{}`` or ``<answer>`` as configured."""
