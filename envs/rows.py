@@ -3,7 +3,7 @@
 The math and QA envs read the same kinds of source the same way, so both use this module; each
 says only what differs (:class:`Source`): where its samples are shipped, how a row's answer
 becomes the strings it accepts, and the extra its messages name. Both envs are
-:class:`QuestionEnv`\ s, which serve the rows one question per episode (:class:`EpochOrder`).
+:class:`QuestionEnv` subclasses, serving one question per episode (:class:`EpochOrder`).
 
 The source is the one asked for, never a silent substitute: by default GEM's dataset through
 :func:`gem_sandbox_envs.hub.download` (``datasets`` is imported only then; its cache serves it

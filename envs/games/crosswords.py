@@ -29,7 +29,6 @@ def clue_list(hardcore: bool) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((e["word"], e["clue"]) for e in entries if e["hardcore"] == hardcore))
 
 
-
 class CrosswordsEnv(TextGame[tuple[int, int, str]]):
     """Fill the ``num_words`` crossing answers of a crossword within ``max_turns`` moves.
 
@@ -45,7 +44,6 @@ class CrosswordsEnv(TextGame[tuple[int, int, str]]):
 
     #: (hardcore, num_words, max_turns) of GEM's ``-random`` variant.
     RANDOM_SETTINGS = [(False, 3, 20), (True, 3, 20)]
-
 
     def __init__(
         self,

@@ -12,6 +12,7 @@ MOVES = {"up": (1, 0), "down": (-1, 0), "left": (0, 1), "right": (0, -1)}
 #: How a board is drawn: uniformly among the solvable ones, or by random slides (GEM's names).
 INIT_ALGOS = ("pure_random", "monte_carlo")
 
+
 def is_solvable(tiles: list[int], width: int) -> bool:
     """Whether the row-major ``tiles`` can be slid into order with the blank last.
 
@@ -40,7 +41,6 @@ class FifteenPuzzleEnv(TextGame[str]):
 
     #: (num_rows, max_turns) of GEM's ``-random`` variant.
     RANDOM_SETTINGS = [(2, 10), (3, 20), (4, 50)]
-
 
     def __init__(
         self,

@@ -10,6 +10,7 @@ Board = list[list[int]]  # 0 marks an empty cell
 
 DIRECTIONS = ("up", "down", "left", "right")
 
+
 def _merge_left(line: list[int]) -> list[int]:
     """Slide one line to the left, merging each pair of equal neighbours once."""
     tiles = [tile for tile in line if tile]
@@ -45,7 +46,6 @@ class Game2048Env(TextGame[str]):
 
     #: (target_tile, max_turns) of GEM's ``-random`` variant.
     RANDOM_SETTINGS = [(16, 20), (32, 30), (64, 50)]
-
 
     def __init__(
         self,

@@ -19,7 +19,6 @@ class GuessTheNumberEnv(TextGame[int]):
 
     action_format = r"\boxed{7}"
 
-
     def __init__(
         self,
         min_number: int | None = 1,

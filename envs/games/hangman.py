@@ -10,6 +10,7 @@ from gem_sandbox_envs.games.words import word_list
 
 _LETTERS = re.compile(r"[a-zA-Z]+")
 
+
 class HangmanEnv(TextGame[str]):
     """Find a ``word_length``-letter word within ``max_turns`` guesses of a letter or a word.
 
@@ -23,7 +24,6 @@ class HangmanEnv(TextGame[str]):
 
     #: (word_length, max_turns) of GEM's ``-random`` variant.
     RANDOM_SETTINGS = [(3, 10), (5, 15), (7, 20)]
-
 
     def __init__(
         self,

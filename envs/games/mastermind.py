@@ -9,6 +9,7 @@ from gem_sandbox_envs.games.base import Outcome, TextGame
 
 _DIGITS = re.compile(r"\d+(?:\s+\d+)*")
 
+
 def score(code: tuple[int, ...], guess: tuple[int, ...]) -> tuple[int, int]:
     """(black, white) pegs: right digit in the right place, right digit in the wrong place."""
     black = sum(c == g for c, g in zip(code, guess))
@@ -27,7 +28,6 @@ class MastermindEnv(TextGame[tuple[int, ...]]):
 
     #: (code_length, num_numbers, max_turns) of GEM's ``-random`` variant.
     RANDOM_SETTINGS = [(2, 4, 10), (4, 6, 20), (4, 8, 30)]
-
 
     def __init__(
         self,

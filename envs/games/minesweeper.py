@@ -25,7 +25,6 @@ class MinesweeperEnv(TextGame[tuple[str, int, int]]):
 
     action_format = r"\boxed{reveal 3 2}"
 
-
     def __init__(
         self,
         rows: int | None = 8,

@@ -41,7 +41,6 @@ class SokobanEnv(TextGame[str]):
     #: (dim_room, num_boxes, max_turns) of GEM's ``-random`` variant.
     RANDOM_SETTINGS = [((6, 6), 2, 20), ((8, 8), 5, 50)]
 
-
     def __init__(
         self,
         dim_room: tuple[int, int] | None = (6, 6),

@@ -77,7 +77,6 @@ class SudokuEnv(TextGame[tuple[int, int, int]]):
     #: (scale, clues, max_turns) of GEM's ``-random`` variant.
     RANDOM_SETTINGS = [(4, 10, 15), (9, 50, 50)]
 
-
     def __init__(
         self,
         clues: int | None = 30,

@@ -8,6 +8,7 @@ from gem_sandbox_envs.games.base import GameReward, Outcome, TextGame
 
 _MOVE = re.compile(r"([ABC])\s*,?\s*([ABC])", re.IGNORECASE)
 
+
 class TowerofHanoiEnv(TextGame[tuple[str, str]]):
     """Move ``num_disks`` disks from A to C, one top disk at a time, never a bigger on a smaller.
 
@@ -18,7 +19,6 @@ class TowerofHanoiEnv(TextGame[tuple[str, str]]):
 
     #: (num_disks, max_turns) of GEM's ``-random`` variant.
     RANDOM_SETTINGS = [(3, 10), (4, 20), (5, 35)]
-
 
     def __init__(
         self,

@@ -21,12 +21,10 @@ _FILL_ATTEMPTS = 10  # random fillings tried per layout
 Guess = tuple[int, int, int, int]
 
 
-
 @cache
 def _words(hardcore: bool) -> tuple[str, ...]:
     """Everyday words, or every dictionary word when ``hardcore`` (GEM's two NLTK lists)."""
     return tuple(word for length in range(3, 8) for word in word_list(length, not hardcore))
-
 
 
 class WordSearchEnv(TextGame[Guess]):
@@ -43,7 +41,6 @@ class WordSearchEnv(TextGame[Guess]):
 
     #: (hardcore, num_words, max_turns) of GEM's ``-random`` variant.
     RANDOM_SETTINGS = [(False, 5, 20), (True, 5, 20)]
-
 
     def __init__(
         self,

@@ -34,7 +34,6 @@ class WordleEnv(TextGame[str]):
 
     action_format = r"\boxed{CRANE}"
 
-
     def __init__(
         self,
         word_length: int | None = 5,
