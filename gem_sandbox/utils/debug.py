@@ -43,21 +43,39 @@ def _report(step_count: int, sections: dict[str, Any], terminated: Any, truncate
     return bool(np.all(done))
 
 
-def run_and_print_episode(env: Any, policy: Callable[[Any], Any], ignore_done: bool = False, max_steps: float = 1e9) -> None:
-    """Reset ``env``, then step it with ``policy(obs)`` until the episode ends (every env's,
-    for a vector env) or ``max_steps``, printing each step."""
+def _random_half(action: Any) -> dict[int, Any]:
+    """A non-empty random subset of a batch of actions, as ``{index: action}``."""
+    active: dict[int, Any] = {}
+    while not active:
+        active = {i: a for i, a in enumerate(action) if np.random.rand() > 0.5}
+    return active
+
+
+def _play(env: Any, policy: Callable[[Any], Any], ignore_done: bool, max_steps: float, subset: bool) -> None:
+    """The loop both sync helpers run; ``subset`` acts in a random half of a vector env's envs."""
     start = time.time()
     obs, _ = env.reset()
     step_count = 0
     while True:
         step_count += 1
         action = policy(obs)
-        next_obs, reward, terminated, truncated, _ = env.step(action)
-        done = _report(step_count, {"observation": obs, "action": action, "reward": reward}, terminated, truncated)
+        sent = _random_half(action) if subset else action
+        next_obs, reward, terminated, truncated, _ = env.step(sent)
+        if subset:
+            sections = {"action": sent, "next_observation": next_obs, "reward": reward}
+        else:
+            sections = {"observation": obs, "action": action, "reward": reward}
+        done = _report(step_count, sections, terminated, truncated)
         obs = next_obs
         if (done and not ignore_done) or step_count >= max_steps:
             break
     print(f"----TIME: {time.time() - start:.2f} seconds")
+
+
+def run_and_print_episode(env: Any, policy: Callable[[Any], Any], ignore_done: bool = False, max_steps: float = 1e9) -> None:
+    """Reset ``env``, then step it with ``policy(obs)`` until the episode ends (every env's,
+    for a vector env) or ``max_steps``, printing each step."""
+    _play(env, policy, ignore_done, max_steps, subset=False)
 
 
 def run_and_print_episode_with_selective_step(
@@ -65,21 +83,7 @@ def run_and_print_episode_with_selective_step(
 ) -> None:
     """For a vector env: as :func:`run_and_print_episode`, but each step acts in a random half
     of the envs (a ``{index: action}`` subset step), as GEM's helper does."""
-    start = time.time()
-    obs, _ = env.reset()
-    step_count = 0
-    while True:
-        step_count += 1
-        action = policy(obs)
-        active: dict[int, Any] = {}
-        while not active:
-            active = {i: a for i, a in enumerate(action) if np.random.rand() > 0.5}
-        next_obs, reward, terminated, truncated, _ = env.step(active)
-        done = _report(step_count, {"action": active, "next_observation": next_obs, "reward": reward}, terminated, truncated)
-        obs = next_obs
-        if (done and not ignore_done) or step_count >= max_steps:
-            break
-    print(f"----TIME: {time.time() - start:.2f} seconds")
+    _play(env, policy, ignore_done, max_steps, subset=True)
 
 
 async def run_and_print_episode_async(
