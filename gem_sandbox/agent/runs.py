@@ -42,16 +42,24 @@ def timeout_of(header, default=10.0):
     return float(timeout)
 
 
-class Runner:
-    """Runs programs; keeps one child prepared ahead (see :mod:`.children`)."""
+class Part:
+    """What the server hands each part that forks children (the runner, the sessions): its
+    loop, config, forker, uid tenants, workspace and oom counter."""
 
-    def __init__(self, loop, config, forker, tenants, workspace, oom, programs):
+    def __init__(self, loop, config, forker, tenants, workspace, oom):
         self.loop = loop
         self.oom = oom
         self.config = config
         self.forker = forker
         self.tenants = tenants
         self.workspace = workspace
+
+
+class Runner(Part):
+    """Runs programs; keeps one child prepared ahead (see :mod:`.children`)."""
+
+    def __init__(self, loop, config, forker, tenants, workspace, oom, programs):
+        super().__init__(loop, config, forker, tenants, workspace, oom)
         self.programs = programs  # {"bash": "/usr/bin/bash", "cpp": "/usr/bin/g++"} as found
         self.languages = ["python"] + [lang for lang in ("bash", "cpp") if lang in programs]
         self.spare = None  # the task preparing a child for the next run

@@ -27,7 +27,7 @@ from .limits import Limits
 from .pipes import CHUNK, Capture, PipeReader, PipeWriter
 from .protocol import INTERRUPT_GRACE, Refused
 from .pyexec import COMMANDS_FD, STATUS_FD
-from .runs import timeout_of
+from .runs import Part, timeout_of
 
 MAX_STATUS_LINE = 64  # bytes of a status line kept while waiting for its newline
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -159,17 +159,12 @@ class Session:
         self.commands.close()
 
 
-class Sessions:
+class Sessions(Part):
     """Sessions by name, one command at a time each. Subclasses say what a session runs
     (:meth:`orders` for :meth:`.Child.start`) and how to interrupt a command."""
 
     def __init__(self, loop, config, forker, tenants, workspace, oom):
-        self.loop = loop
-        self.oom = oom
-        self.config = config
-        self.forker = forker
-        self.tenants = tenants
-        self.workspace = workspace
+        super().__init__(loop, config, forker, tenants, workspace, oom)
         self.live = {}
         self.locks = {}
         self.resets = 0  # forget_all() calls: a session forked across one never starts
