@@ -33,6 +33,11 @@ class ToolOutput:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+def one_string_argument(name: str, description: str) -> dict[str, Any]:
+    """The JSON schema of arguments that are one required string, as most tools take."""
+    return {"type": "object", "properties": {name: {"type": "string", "description": description}}, "required": [name]}
+
+
 class Tool(abc.ABC):
     name: ClassVar[str]
     tool_type: ClassVar[str]

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import anyio.to_thread
 
-from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
+from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput, one_string_argument
 from gem_sandbox.tools.episode import Episode
 
 
@@ -26,11 +26,7 @@ class BaseTool(Tool):
     name: ClassVar[str] = "tool"
     tool_type: ClassVar[str] = "base"
     description: ClassVar[str] = "A tool in GEM's style: it reads the whole action."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"action": {"type": "string", "description": "the model's whole action"}},
-        "required": ["action"],
-    }
+    parameters: ClassVar[dict[str, Any]] = one_string_argument("action", "the model's whole action")
 
     def __init__(self, num_workers: int = 1) -> None:
         self.num_workers = num_workers

@@ -11,7 +11,7 @@ import operator
 import re
 from typing import Any, ClassVar
 
-from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
+from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput, one_string_argument
 from gem_sandbox.tools.episode import Episode
 
 _BINARY = {
@@ -55,11 +55,7 @@ class CalculatorTool(Tool):
     name: ClassVar[str] = "calculator"
     tool_type: ClassVar[str] = "calculator"
     description: ClassVar[str] = "Evaluate an arithmetic expression (+ - * / // % ** and parentheses)."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"expression": {"type": "string", "description": "e.g. (3 + 4) * 2"}},
-        "required": ["expression"],
-    }
+    parameters: ClassVar[dict[str, Any]] = one_string_argument("expression", "e.g. (3 + 4) * 2")
 
     def instruction_string(self) -> str:
         return (

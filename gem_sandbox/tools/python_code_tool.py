@@ -30,7 +30,7 @@ from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.sync import SyncRuntime
-from gem_sandbox.tools.base import ToolCall
+from gem_sandbox.tools.base import ToolCall, one_string_argument
 from gem_sandbox.tools.episode import Episode
 from gem_sandbox.tools.sandboxed import SandboxTool, cap, in_episode, status_note
 
@@ -172,11 +172,7 @@ class PythonCodeTool(SandboxTool):
     name: ClassVar[str] = "python"
     tool_type: ClassVar[str] = "python_code"
     description: ClassVar[str] = "Run Python code in a sandbox and return what it prints (stdout, then stderr)."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"code": {"type": "string", "description": "Python source, e.g. print(2**10)"}},
-        "required": ["code"],
-    }
+    parameters: ClassVar[dict[str, Any]] = one_string_argument("code", "Python source, e.g. print(2**10)")
 
     def __init__(
         self,

@@ -17,7 +17,7 @@ from gem_sandbox.runtime import Runtime
 from gem_sandbox.search.hits import Hit, SearchError
 from gem_sandbox.search.index import SearchIndex
 from gem_sandbox.sync import SyncRuntime, resolve_runtime
-from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput
+from gem_sandbox.tools.base import Tool, ToolCall, ToolOutput, one_string_argument
 from gem_sandbox.tools.episode import Episode
 
 if TYPE_CHECKING:
@@ -48,11 +48,7 @@ class SearchTool(Tool):
     name: ClassVar[str] = "search"
     tool_type: ClassVar[str] = "search"
     description: ClassVar[str] = "Search a document collection; returns the best-matching passages with their titles."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"query": {"type": "string", "description": "what to search for, e.g. capital of France"}},
-        "required": ["query"],
-    }
+    parameters: ClassVar[dict[str, Any]] = one_string_argument("query", "what to search for, e.g. capital of France")
 
     def __init__(
         self,

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.sync import SyncRuntime
-from gem_sandbox.tools.base import ToolCall
+from gem_sandbox.tools.base import ToolCall, one_string_argument
 from gem_sandbox.tools.episode import Episode
 from gem_sandbox.tools.sandboxed import DEFAULT_MAX_OUTPUT_CHARS, SandboxTool, cap, in_episode, status_note
 
@@ -30,11 +30,7 @@ class ShellTool(SandboxTool):
         "Run a bash command in a persistent shell session (working directory, exported variables "
         "and files persist); returns its output and exit code."
     )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"command": {"type": "string", "description": "e.g. ls -la && cat notes.txt"}},
-        "required": ["command"],
-    }
+    parameters: ClassVar[dict[str, Any]] = one_string_argument("command", "e.g. ls -la && cat notes.txt")
 
     def __init__(
         self,
