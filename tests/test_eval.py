@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
+import signal
 import socket
 import threading
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, Self
@@ -29,6 +32,17 @@ from gem_sandbox.evaluation import (
 )
 
 Script = Callable[[list[dict[str, Any]], int], "str | int"]  # (messages, nth ask of this prompt) -> reply or HTTP status
+
+
+@pytest.fixture(autouse=True)
+def cli_process_state() -> Iterator[None]:
+    """``main`` owns its process: it sets the root logger, the warning format and a SIGTERM
+    handler. Called in the test process, those are put back so later tests see a clean one."""
+    handlers, sigterm, formatwarning = logging.root.handlers[:], signal.getsignal(signal.SIGTERM), warnings.formatwarning
+    yield
+    logging.root.handlers[:] = handlers
+    signal.signal(signal.SIGTERM, sigterm)
+    warnings.formatwarning = formatwarning
 
 
 class ScriptedModel:

@@ -112,7 +112,7 @@ def _execute(executor: Any, prompt: str, label: Any, policy: Callable[[str], str
 
 
 def test_the_example_agent_file_loads_as_openrlhf_loads_it(monkeypatch):
-    monkeypatch.setenv("GEM_SANDBOX_ENV", GAME_ID)
+    monkeypatch.setenv("GEM_ENV_ID", GAME_ID)
     executor = _load_agent_file(EXAMPLE)
     assert isinstance(executor, AGENT.MultiTurnAgentExecutor)
 
