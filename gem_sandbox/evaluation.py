@@ -18,7 +18,6 @@ averaged over the tasks with at least ``k`` scored samples.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 from collections import Counter
@@ -29,10 +28,9 @@ from typing import Any
 import aiohttp
 import anyio
 
-import gem_sandbox
-from gem_sandbox.registry import spec
+from gem_sandbox.core import Env
+from gem_sandbox.integrations.scoring import Scorer
 from gem_sandbox.runtime import Runtime
-from gem_sandbox.wrappers.wrapper_factory import get_wrapper_fns
 
 __all__ = ["EpisodeRecord", "EvalConfig", "EvalError", "ModelClient", "Summary", "evaluate", "pass_at_k", "summarize"]
 
@@ -152,19 +150,12 @@ class ModelClient:
         return content
 
 
-def make_env(config: EvalConfig, runtime: Runtime) -> gem_sandbox.Env:
+def make_env(config: EvalConfig, runtime: Runtime) -> Env:
     """The env with its wrappers, on ``runtime``; a bad id, keyword or wrapper is an EvalError."""
-    try:
-        wrapper_fns = get_wrapper_fns(config.wrappers, runtime=runtime)
-        kwargs = dict(config.env_kwargs)
-        if "runtime" in inspect.signature(spec(config.env_id).load()).parameters:
-            kwargs["runtime"] = runtime  # envs that score in a sandbox (code) score on this one
-        env = gem_sandbox.make(config.env_id, **kwargs)
+    try:  # envs that score in a sandbox (code) score on ``runtime`` too
+        return Scorer(config.env_id, runtime=runtime, wrappers=config.wrappers, **config.env_kwargs).make_env()
     except (KeyError, ValueError, TypeError) as exc:
         raise EvalError(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)) from exc
-    for wrap in wrapper_fns:
-        env = wrap(env)
-    return env
 
 
 async def play(config: EvalConfig, runtime: Runtime, model: ModelClient, task: int, sample: int) -> EpisodeRecord:

@@ -43,9 +43,9 @@ from starlette.websockets import WebSocketDisconnect
 
 from gem_sandbox import __version__
 from gem_sandbox.core import Env, ResetNeeded, aclose_env, areset_env, astep_env
-from gem_sandbox.registry import make
+from gem_sandbox.integrations.scoring import Scorer
 from gem_sandbox.runtime import Runtime
-from gem_sandbox.wrappers.wrapper_factory import WRAPPER_FACTORY, ToolWrapperEntry, get_wrapper_fns
+from gem_sandbox.wrappers.wrapper_factory import WRAPPER_FACTORY, ToolWrapperEntry
 
 __all__ = ["GemAction", "GemEnvironment", "GemObservation", "GemState", "SessionHost", "create_app", "serve"]
 
@@ -103,15 +103,13 @@ class SessionHost:
 
     def build(self) -> Env:
         """A new env for one session: made, then wrapped, its tools on the shared runtime."""
-        env = make(self.env_id, **self.env_kwargs)
         options = dict(self.tool_options)
         if self.stateful:
             from gem_sandbox.tools.python_code_tool import PythonCodeTool
 
             options["tools"] = [PythonCodeTool(timeout=5, stateful=True, runtime=self.runtime)]
-        for wrap in get_wrapper_fns(self.wrappers, runtime=self.runtime, tool_options=options):
-            env = wrap(env)
-        return env
+        scorer = Scorer(self.env_id, runtime=self.runtime, wrappers=self.wrappers, tool_options=options, **self.env_kwargs)
+        return scorer.make_env()
 
     def close_soon(self, env: Env) -> None:
         """Close ``env`` on the runtime's loop, from whichever thread openenv-core closes it:

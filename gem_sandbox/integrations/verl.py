@@ -56,7 +56,6 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from gem_sandbox import bridge
 from gem_sandbox.core import Env
 from gem_sandbox.integrations.scoring import Scored, Scorer
-from gem_sandbox.registry import make
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sync import SyncRuntime
 from gem_sandbox.tools import Episode, PythonCodeTool, SandboxTool, ShellTool, ToolCall
@@ -315,10 +314,7 @@ class GemEnvAgentLoop(AgentLoopBase):
         )
 
     def _make_env(self, env_id: str) -> Env:
-        env = make(env_id)
-        for wrap in get_wrapper_fns(self.wrappers):
-            env = wrap(env)
-        return env
+        return Scorer(env_id, wrappers=self.wrappers).make_env()
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A blocking env call off verl's event loop (the env's own loop is gem-sandbox's)."""
