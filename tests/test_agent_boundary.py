@@ -40,22 +40,30 @@ def _agent_modules_used_by_host() -> dict[str, set[str]]:
     return used
 
 
+# Scanned once, at collection, while the test process has one thread: CPython 3.11 keeps
+# ast.parse's recursion counter in shared module state, so a parse racing another thread's
+# (3.11's tracebacks parse source to draw their carets) fails with "AST constructor recursion
+# depth mismatch" (python/cpython#106905).
+HOST_USES = _agent_modules_used_by_host()
+AGENT_IMPORTS = {path.name: _modules_imported(path) for path in AGENT.rglob("*.py")}
+
+
 def test_the_shared_agent_modules_exist():
     assert agent.HOST_SHARED and all((AGENT / f"{name}.py").is_file() for name in agent.HOST_SHARED)
 
 
 def test_the_host_imports_no_agent_module_but_the_shared_ones():
-    used = _agent_modules_used_by_host()  # also names from the package itself, as agent.command
-    modules = {module: files for module, files in used.items() if (AGENT / f"{module}.py").is_file()}
+    # HOST_USES also holds names from the package itself, as agent.command
+    modules = {module: files for module, files in HOST_USES.items() if (AGENT / f"{module}.py").is_file()}
     private = {module: files for module, files in modules.items() if module not in agent.HOST_SHARED}
     assert private == {}, f"host modules import agent internals: {private}"
 
 
 def test_the_host_does_import_the_shared_protocol():
-    assert "sandbox/framing.py" in _agent_modules_used_by_host()["protocol"]
+    assert "sandbox/framing.py" in HOST_USES["protocol"]
 
 
 def test_the_agent_imports_nothing_of_the_host_package():
-    for path in AGENT.rglob("*.py"):
-        host = {name for name in _modules_imported(path) if name.split(".")[0] == "gem_sandbox"}
-        assert host == set(), f"{path.name} imports {host}: the agent runs inside sandboxes, alone"
+    for name, imported in AGENT_IMPORTS.items():
+        host = {module for module in imported if module.split(".")[0] == "gem_sandbox"}
+        assert host == set(), f"{name} imports {host}: the agent runs inside sandboxes, alone"
