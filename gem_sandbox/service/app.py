@@ -24,9 +24,11 @@ from aiohttp.abc import AbstractAccessLogger
 
 from gem_sandbox.sandbox.errors import SandboxError
 from gem_sandbox.service import e2b, fusion, ops, v1
+from gem_sandbox.service.admission import CLAIM, DEADLINE_HEADER, Claim
 from gem_sandbox.service.errors import Problem, problem_for
 from gem_sandbox.service.replays import KEY_HEADER, Answer
 from gem_sandbox.service.route import TABLE, Handler, Route
+from gem_sandbox.service.access import Tenant
 from gem_sandbox.service.state import SERVICE, TENANT, Service
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,15 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     else:
         tenant = service.access.authenticate(request.headers.get("Authorization"), request.match_info.get("token"))
     request[TENANT] = tenant
+    claimed = CLAIM.set(Claim(tenant.name, _patience(request)))
+    try:
+        return await _admitted(request, handler, service, tenant)
+    finally:
+        CLAIM.reset(claimed)
+
+
+async def _admitted(request: web.Request, handler: Handler, service: Service, tenant: Tenant) -> web.StreamResponse:
+    """The request within its token's quotas, once, as its idempotency key says."""
     with tenant.admitted():
         body = await _body(request, service)
         key = request.headers.get(KEY_HEADER)
@@ -110,6 +121,20 @@ async def _body(request: web.Request, service: Service) -> bytes:
         raise Problem(408, "request_timeout", f"the body did not arrive within {service.options.read_timeout:g} s") from None
     except web.HTTPRequestEntityTooLarge:
         raise _too_large(service) from None
+
+
+def _patience(request: web.Request) -> float | None:
+    """The client's ``X-Request-Timeout`` (seconds it will wait), if it sent one."""
+    raw = request.headers.get(DEADLINE_HEADER)
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise Problem(400, "bad_request", f"{DEADLINE_HEADER} is a positive number of seconds, got {raw!r}")
+    return seconds
 
 
 def _too_large(service: Service) -> Problem:

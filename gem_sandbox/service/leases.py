@@ -22,6 +22,7 @@ import anyio
 
 from gem_sandbox.runtime import LeasedSandbox, Runtime
 from gem_sandbox.service.access import Tenant
+from gem_sandbox.service.admission import Admission, Ticket
 from gem_sandbox.service.errors import Problem, not_found
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class Lease:
     busy: int = 0
     started: float = field(default_factory=time.time)  # wall clock, for the APIs that show it
     e2b: E2bSandbox | None = None  # what an e2b sandbox keeps (docs/service.md, e2b-compatible endpoint)
+    ticket: Ticket | None = None  # the pool capacity it holds until it ends
 
     def __post_init__(self) -> None:
         self.expire_in(self.ttl)
@@ -68,8 +70,9 @@ class Lease:
 
 
 class Leases:
-    def __init__(self, runtime: Runtime, default_ttl: float, max_ttl: float) -> None:
+    def __init__(self, runtime: Runtime, default_ttl: float, max_ttl: float, admission: Admission) -> None:
         self.runtime = runtime
+        self.admission = admission
         self.default_ttl = default_ttl
         self.max_ttl = max_ttl
         self.expired = 0  # leases ended by their deadline, for the metrics
@@ -79,7 +82,9 @@ class Leases:
         return len(self._by_id)
 
     async def create(self, tenant: Tenant, ttl: float | None, *, renews: bool = True) -> Lease:
-        """A sandbox of ``tenant``'s own; 429 past its ``max_leases``."""
+        """A sandbox of ``tenant``'s own, holding a whole sandbox's share of the pool's
+        capacity while it lives; 429 past its ``max_leases``, 503 when the capacity does not
+        come free in time."""
         if tenant.leases >= tenant.policy.max_leases:
             raise Problem(
                 429,
@@ -88,12 +93,17 @@ class Leases:
                 retry_after=1,
             )
         tenant.leases += 1  # counted before the wait, so concurrent creates cannot overshoot
+        ticket: Ticket | None = None
         try:
+            ticket = await self.admission.take(self.runtime.config.runs_per_sandbox)
             sandbox = await self.runtime.acquire()
         except BaseException:
             tenant.leases -= 1
+            if ticket is not None:
+                ticket.release()
             raise
         lease = Lease("sb-" + secrets.token_urlsafe(12), tenant, sandbox, self.capped(ttl or self.default_ttl), renews)
+        lease.ticket = ticket
         self._by_id[lease.id] = lease
         return lease
 
@@ -147,5 +157,9 @@ class Leases:
         if self._by_id.pop(lease.id, None) is None:
             return
         lease.tenant.leases -= 1
-        with anyio.CancelScope(shield=True):
-            await self.runtime.release(lease.sandbox)
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.runtime.release(lease.sandbox)
+        finally:
+            if lease.ticket is not None:
+                lease.ticket.release()

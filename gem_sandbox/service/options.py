@@ -23,6 +23,11 @@ from gem_sandbox.sandbox.settings import check, declared, setting
 
 ENV_PREFIX = defaults.SERVICE_PREFIX
 MIB = 1024 * 1024
+#: Stateless runs one sandbox serves at once by default on the service (the pool's own default
+#: is 1). Trainers' scoring runs mostly wait (verl's SandboxFusion tests sleep 10-20 s in 32
+#: threads): at one run per sandbox a pool of 8 makes the fourth wave wait past its clients'
+#: 30 s timeout; at 4, 32 such runs fit at once. Each shared run has its own uid, group and dir.
+SHARED_RUNS = 4
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,13 @@ class ServeOptions:
     lease_ttl: float = setting(300.0, kind=float, above=0, doc="seconds a lease lives after its last request, unless the lease asks otherwise")
     max_lease_ttl: float = setting(3600.0, kind=float, above=0, doc="longest ttl a lease may ask for")
     read_timeout: float = setting(30.0, kind=float, above=0, doc="seconds a client has to send its request body; past it 408")
+    header_timeout: float = setting(
+        30.0, kind=float, above=0, doc="seconds a connection may sit idle or take to send a request's headers; past it, closed"
+    )
+    queue_timeout: float = setting(
+        10.0, kind=float, above=0, doc="seconds a request waits for the pool's capacity; past it 503 with Retry-After"
+    )
+    max_queue: int = setting(1000, kind=int, at_least=0, doc="requests waiting for the pool's capacity; one more answers 503 at once")
     shutdown_timeout: float = setting(30.0, kind=float, above=0, doc="seconds requests in flight get to finish at shutdown")
     idempotency_ttl: float = setting(600.0, kind=float, above=0, doc="seconds an answer is kept for retries with its Idempotency-Key")
     idempotency_bytes: int = setting(64 * MIB, kind=int, at_least=0, doc="bytes of answers kept for retries; the oldest go first")
@@ -80,6 +92,13 @@ class ServeOptions:
                 f"refusing to serve {self.host} without tokens: anyone who reaches it could run code. "
                 "Add a token (--token NAME=SECRET) or bind 127.0.0.1"
             )
+
+    def pool_options(self) -> dict[str, Any]:
+        """The pool's options, with the service's default :data:`SHARED_RUNS` runs per sandbox
+        unless the ``[pool]`` table or ``GEM_SANDBOX_RUNS_PER_SANDBOX`` sets it."""
+        if "runs_per_sandbox" in self.pool or "runs_per_sandbox" in defaults.environment_options():
+            return dict(self.pool)
+        return {"runs_per_sandbox": SHARED_RUNS, **self.pool}
 
 
 #: The settings a flag, a variable or a top-level TOML key sets.

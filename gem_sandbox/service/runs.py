@@ -1,6 +1,7 @@
 """The one way the service's APIs run code: :class:`Runs`, over the runtime and the sandboxes
-it leases, counts every result by its status (``infra_error`` among them) in the runs metric
-on its way to the answer, whichever API asked for it.
+it leases, admits each request to the pool's capacity (:mod:`.admission`: a stateless run takes
+one unit, a sandbox for the request a whole sandbox's) and counts every result by its status
+(``infra_error`` among them) in the runs metric on its way to the answer, whichever API asked.
 
 The service's own code in a sandbox (e2b's kernel setup) goes to the sandbox directly and is
 not counted; spawned commands are streams, answered event by event, not results.
@@ -17,12 +18,14 @@ from prometheus_client import Counter
 from gem_sandbox.runtime import LeasedSandbox, Runtime
 from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox.sandbox.result import ExecResult
+from gem_sandbox.service.admission import Admission
 
 
 class Runs:
-    def __init__(self, runtime: Runtime, counter: Counter) -> None:
+    def __init__(self, runtime: Runtime, counter: Counter, admission: Admission) -> None:
         self.runtime = runtime
         self.counter = counter
+        self.admission = admission
 
     @property
     def config(self) -> PoolConfig:
@@ -33,13 +36,15 @@ class Runs:
         return result
 
     async def run(self, code: str, language: str = "python", **options: Any) -> ExecResult:
-        """A stateless run on any warm sandbox (:meth:`Runtime.run`)."""
-        return self.count(await self.runtime.run(code, language, **options))
+        """A stateless run on any warm sandbox (:meth:`Runtime.run`); one with files takes a
+        sandbox of its own."""
+        async with self.admission.seat(self.config.runs_per_sandbox if options.get("files") else 1):
+            return self.count(await self.runtime.run(code, language, **options))
 
     @asynccontextmanager
     async def lease(self) -> AsyncIterator[CountedSandbox]:
         """A sandbox of the pool for one request (:meth:`Runtime.lease`)."""
-        async with self.runtime.lease() as sandbox:
+        async with self.admission.seat(self.config.runs_per_sandbox), self.runtime.lease() as sandbox:
             yield self.on(sandbox)
 
     def on(self, sandbox: LeasedSandbox) -> CountedSandbox:

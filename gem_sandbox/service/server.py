@@ -1,7 +1,9 @@
 """Running the service: :func:`running` (in a caller's event loop, as the tests do) and
 :func:`serve` (the ``gem-sandbox serve`` command: until SIGTERM or SIGINT).
 
-Shutdown is graceful in this order: health turns 503 and new requests are refused, the
+A client that disconnects cancels its request (its run, or its wait for capacity), and a
+connection must send its headers within ``header_timeout`` (:mod:`.admission` has the rest of
+the overload rules). Shutdown is graceful in this order: health turns 503 and new requests are refused, the
 listening socket closes, requests in flight get ``shutdown_timeout`` to finish, leases end,
 and leaving the runtime removes every sandbox the pool made.
 """
@@ -24,7 +26,6 @@ from gem_sandbox.service.state import Service
 log = logging.getLogger(__name__)
 
 BACKLOG = 4096  # connections the kernel queues before accept: bursts of clients connect at once
-KEEPALIVE = 75.0  # seconds an idle keep-alive connection is held open
 
 
 @asynccontextmanager
@@ -39,7 +40,12 @@ async def running(options: ServeOptions, runtime: Runtime | None = None) -> Asyn
             access_log_class=AccessLog,
             access_log=logging.getLogger("gem_sandbox.service.access"),
             shutdown_timeout=options.shutdown_timeout,
-            keepalive_timeout=KEEPALIVE,
+            # aiohttp closes a connection that is idle (or still sending its headers) this
+            # long after it opened or after its last answer: the bound on slow headers.
+            keepalive_timeout=options.header_timeout,
+            # A client that disconnects cancels its handler: its wait for capacity ends, or its
+            # run is cancelled and the sandbox goes back to the pool (reset kills the run).
+            handler_cancellation=True,
         )
         await runner.setup()
         try:
@@ -73,7 +79,7 @@ async def _runtime(options: ServeOptions, runtime: Runtime | None) -> AsyncItera
     if runtime is not None:
         yield runtime
         return
-    async with Runtime(options.backend, **options.pool) as opened:
+    async with Runtime(options.backend, **options.pool_options()) as opened:
         yield opened
 
 

@@ -1,5 +1,5 @@
-"""What every handler reaches: the :class:`Service` (runtime, runs, tenants, leases, replays,
-metrics) and the request's tenant and body."""
+"""What every handler reaches: the :class:`Service` (runtime, admission, runs, tenants,
+leases, replays, metrics) and the request's tenant and body."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.service import caps
 from gem_sandbox.service.access import Access, Tenant
+from gem_sandbox.service.admission import Admission
 from gem_sandbox.service.errors import bad_request
 from gem_sandbox.service.leases import Leases
 from gem_sandbox.service.metrics import Metrics
@@ -33,10 +34,12 @@ class Service:
         self.options = options
         self.runtime = runtime
         self.access = Access(options.tokens)
-        self.leases = Leases(runtime, options.lease_ttl, options.max_lease_ttl)
+        config = runtime.config
+        self.admission = Admission(config.max_size * config.runs_per_sandbox, options.queue_timeout, options.max_queue)
+        self.leases = Leases(runtime, options.lease_ttl, options.max_lease_ttl, self.admission)
         self.replays = Replays(options.idempotency_ttl, options.idempotency_bytes)
         self.metrics = Metrics(self)
-        self.runs = Runs(runtime, self.metrics.runs)
+        self.runs = Runs(runtime, self.metrics.runs, self.admission)
         self.draining = False  # shutting down: health says so and new requests are refused
         self.url = ""  # where it listens, once it does
 
