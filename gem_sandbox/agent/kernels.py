@@ -16,12 +16,15 @@ from .sessions import Sessions
 
 
 class Kernels(Sessions):
+    shows = True
+
     def orders(self):
         return {"program": "kernel"}
 
-    def encode(self, seq, text):
+    def encode(self, seq, text, header):
         code = text_bytes(text)
-        return b"%d %d\n%s" % (seq, len(code), code)
+        mode = b" display" if header.get("display") else b""  # see pyexec.serve_cells
+        return b"%d %d%s\n%s" % (seq, len(code), mode, code)
 
     async def interrupt(self, session):
         try:

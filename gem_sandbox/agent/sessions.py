@@ -26,8 +26,9 @@ from .forked import exit_outcome
 from .limits import Limits
 from .pipes import CHUNK, Capture, PipeReader, PipeWriter
 from .protocol import INTERRUPT_GRACE, Refused
-from .pyexec import COMMANDS_FD, STATUS_FD
+from .pyexec import COMMANDS_FD, DISPLAY_FD, STATUS_FD
 from .runs import Part, timeout_of
+from .shown import Shown
 
 MAX_STATUS_LINE = 64  # bytes of a status line kept while waiting for its newline
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -37,7 +38,7 @@ class Session:
     """One live process and its pipes."""
 
     def __init__(
-        self, loop, pid, tenant, exited, stdout_fd, stderr_fd, command_fd, status_fd, oom
+        self, loop, pid, tenant, exited, stdout_fd, stderr_fd, command_fd, status_fd, oom, display_fd=None
     ):
         self.loop = loop
         self.oom = oom
@@ -58,6 +59,9 @@ class Session:
             PipeReader(loop, status_fd, self._status_data),
         ]
         self.commands = PipeWriter(loop, command_fd)
+        self.shown = Shown()  # display data (kernels): read from display_fd, if any
+        if display_fd is not None:
+            self.readers.append(PipeReader(loop, display_fd, self.shown.add))
 
     @property
     def alive(self):
@@ -86,6 +90,7 @@ class Session:
         ``terminate(session)`` kills the session. Returns ``(header fields, payload,
         whether the session survived)``."""
         self.out, self.err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
+        self.shown.clear()
         self.ceiling = limits.output_ceiling
         self.flood.clear()
         # Unpredictable rather than counting: a command can write status lines for numbers it
@@ -109,6 +114,8 @@ class Session:
             await terminate(self)
         for reader in self.readers[:2]:
             reader.drain(limits.max_output_bytes + CHUNK)
+        for reader in self.readers[3:]:
+            reader.drain(self.shown.cap + CHUNK)
         if ended is self.status:
             code, sig = self.status.result(), None
         elif self.exited.done():
@@ -127,6 +134,7 @@ class Session:
         fields, payload = results.result(
             status, code, sig, self.out, self.err, duration_ms, max(cpu_ms, 0.0)
         )
+        fields.update(self.shown.fields())
         return fields, payload, survived
 
     async def _wait(self, timeout):
@@ -169,11 +177,13 @@ class Sessions(Part):
         self.locks = {}
         self.resets = 0  # forget_all() calls: a session forked across one never starts
 
+    shows = False  # whether a session has a display pipe (kernels, see shown.py)
+
     def orders(self):
         raise NotImplementedError
 
-    def encode(self, seq, text):
-        """The bytes that send command ``text`` as number ``seq``."""
+    def encode(self, seq, text, header):
+        """The bytes that send command ``text`` as number ``seq`` (``header``: the request's)."""
         raise NotImplementedError
 
     def unsendable(self, text):
@@ -205,7 +215,7 @@ class Sessions(Part):
                     return results.result("killed", None, None, Capture(0), Capture(0), 0.0, 0.0)
                 self.live[name] = session
             fields, payload, survived = await session.execute(
-                lambda seq: self.encode(seq, text), timeout, limits, self.interrupt, self._terminate
+                lambda seq: self.encode(seq, text, header), timeout, limits, self.interrupt, self._terminate
             )
             if not survived:
                 await self.stop(name)
@@ -241,6 +251,9 @@ class Sessions(Part):
         status_r, status_w = os.pipe()
         devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         fds = {0: devnull, 1: out_w, 2: err_w, STATUS_FD: status_w, COMMANDS_FD: commands_r}
+        display_r = None
+        if self.shows:
+            display_r, fds[DISPLAY_FD] = os.pipe()
         resets = self.resets
         child = None
         try:
@@ -252,8 +265,9 @@ class Sessions(Part):
                 if child is not None:  # it never starts, and its uid goes back unused
                     child.discard()
                 self.tenants.release(tenant)
-                for fd in (out_r, err_r, commands_w, status_r):
-                    os.close(fd)
+                for fd in (out_r, err_r, commands_w, status_r, display_r):
+                    if fd is not None:
+                        os.close(fd)
         if self.resets != resets:
             return None
         tenant.leaders.add(child.pid)
@@ -268,5 +282,5 @@ class Sessions(Part):
             **self.orders(),
         )
         return Session(
-            self.loop, child.pid, tenant, child.exited, out_r, err_r, commands_w, status_r, self.oom
+            self.loop, child.pid, tenant, child.exited, out_r, err_r, commands_w, status_r, self.oom, display_r
         )

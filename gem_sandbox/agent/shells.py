@@ -29,7 +29,7 @@ class Shells(Sessions):
     def orders(self):
         return {"program": "exec", "argv": [self.bash, "--noprofile", "--norc", "-c", DRIVER]}
 
-    def encode(self, seq, text):
+    def encode(self, seq, text, header):
         return b"%d\0%s\0" % (seq, text_bytes(text))
 
     def unsendable(self, text):

@@ -414,13 +414,17 @@ class Sandbox:
         return await self._result(header)
 
     async def kernel_exec(
-        self, code: str, *, kernel: str = "default", timeout: float | None = None
+        self, code: str, *, kernel: str = "default", timeout: float | None = None, display: bool = False
     ) -> ExecResult:
-        """Run ``code`` in a persistent Python namespace (output captured at the fd level)."""
+        """Run ``code`` in a persistent Python namespace (output captured at the fd level).
+        What it shows (``display()``, plots) is the result's ``display``; with ``display``,
+        so is the value of a last expression (a notebook's ``Out``), which is otherwise
+        printed."""
         header = {
             "op": "kernel_exec",
             "kernel": kernel,
             "code": code,
+            "display": display,
             "timeout": timeout,
             "limits": self.limits.to_wire(),
         }

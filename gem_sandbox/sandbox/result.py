@@ -37,6 +37,7 @@ class ExecResult:
     duration_ms: float = 0.0
     cpu_ms: float = 0.0
     signal: int | None = None
+    display: tuple[dict[str, Any], ...] = ()  # kernels: what the command showed, as MIME bundles
 
     @property
     def ok(self) -> bool:
@@ -57,7 +58,7 @@ class ExecResult:
         """The inverse of :meth:`to_json`; unknown keys (from a newer service) are ignored."""
         known = {f.name for f in dataclasses.fields(cls)}
         fields = {k: v for k, v in data.items() if k in known}
-        return cls(**dict(fields, status=Status(data["status"])))
+        return cls(**dict(fields, status=Status(data["status"]), display=tuple(data.get("display", ()))))
 
     @classmethod
     def from_wire(
@@ -82,4 +83,5 @@ class ExecResult:
             duration_ms=header.get("duration_ms", 0.0),
             cpu_ms=header.get("cpu_ms", 0.0),
             signal=header.get("signal"),
+            display=tuple(header.get("display", ())),
         )
