@@ -20,6 +20,9 @@ _HOST_ETC = (
     "/etc/alternatives",
     "/etc/localtime",
     "/etc/nsswitch.conf",
+    "/etc/java-17-openjdk",  # the JDK's conf/security files are links into it
+    "/etc/matplotlibrc",  # Debian's matplotlib reads its defaults from it, and fontconfig
+    "/etc/fonts",
 )
 
 
