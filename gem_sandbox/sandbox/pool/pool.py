@@ -16,6 +16,13 @@ Liveness: every sandbox tells the pool when it dies (its ``on_death`` hook), so 
 sandbox leaves the idle set at once and a replacement starts; and ``acquire`` checks the one
 it hands out, discarding a dead one and taking the next, so a caller never gets a sandbox
 whose agent stream already failed. Health pings remain for agents that hang without dying.
+
+Resets: at most :func:`resets_at_once` run together, the rest wait their turn. A reset kills
+the tenant's processes and empties its dirs: CPU and kernel work (unmapping a kernel's memory,
+freeing its pages) that hundreds of releases at once would only slow down for each other,
+until every one overran its timeout. A turn's ``reset_timeout`` starts when its reset does,
+so a sandbox is never retired for having waited in line; one whose reset fails or overruns
+is retired (killed and replaced), never handed out.
 """
 
 from __future__ import annotations
@@ -53,6 +60,12 @@ _pool_numbers = itertools.count(1)
 
 LAUNCH_TIMEOUT = 30.0  # seconds a launched agent has to say hello
 PROBE_TIMEOUT = 5.0  # seconds an idle agent has to answer a health ping
+RESETS_PER_CPU = 2  # one resetting while another waits on the kernel keeps a core busy
+
+
+def resets_at_once() -> int:
+    """How many resets a pool runs together: enough to keep this host's cores busy."""
+    return max(2, RESETS_PER_CPU * len(os.sched_getaffinity(0)))
 
 
 @asynccontextmanager
@@ -111,6 +124,7 @@ class SandboxPool:
             failing=lambda: self._consecutive_failures > 0,
         )
         self._tg: TaskGroup | None = None
+        self._resets: anyio.CapacityLimiter | None = None  # made in the pool's event loop
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> SandboxPool:
@@ -118,6 +132,7 @@ class SandboxPool:
             raise RuntimeError(f"pool {self.name} is {self.state.value}; a pool is opened once")
         self.state = PoolState.OPENING
         try:
+            self._resets = anyio.CapacityLimiter(resets_at_once())
             reaped = await self.backend.reap_orphans()
             if reaped:
                 log.warning("removed %d sandboxes left by owners that died", reaped)
@@ -338,21 +353,29 @@ class SandboxPool:
 
     async def _recycle(self, slot: _Slot) -> None:
         try:
-            sandbox = slot.sandbox
-            if sandbox.alive and not self._expired(slot):
-                try:  # the agent answers a reset only once it verified the sandbox clean:
-                    await sandbox.reset(timeout=self.config.reset_timeout)  # that is the probe
-                    self._counters.resets += 1
-                except (SandboxError, TimeoutError) as exc:
-                    if self.open:  # at shutdown the pool itself closed it
-                        log.warning("sandbox %s failed its reset probe (%s); replacing it", sandbox.id, exc)
-                else:
-                    if self.open:
-                        self._offer(slot)
-                        return
+            if not self._expired(slot) and await self._reset(slot) and self.open:
+                self._offer(slot)
+                return
             await self._destroy(slot, self.open)  # at shutdown nothing is replaced
         finally:
             self._recycling -= 1
+
+    async def _reset(self, slot: _Slot) -> bool:
+        """Reset ``slot``'s sandbox in its turn; whether it came back clean. The agent answers
+        a reset only once it verified the sandbox clean: that is the probe."""
+        assert self._resets is not None
+        async with self._resets:
+            sandbox = slot.sandbox
+            if not (sandbox.alive and self.open):  # it died, or the pool closed, in line
+                return False
+            try:
+                await sandbox.reset(timeout=self.config.reset_timeout)
+            except (SandboxError, TimeoutError) as exc:
+                if self.open:  # at shutdown the pool itself closed it
+                    log.warning("sandbox %s failed its reset (%s); retiring it", sandbox.id, exc)
+                return False
+        self._counters.resets += 1
+        return True
 
     def _discard(self, slot: _Slot) -> None:
         """Destroy a dead sandbox that is in no list any more, and have it replaced."""
