@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 
-from . import children, files, results
+from . import children, files, languages, results
 from .children import Child
 from .forked import exit_outcome
 from .limits import Limits
@@ -33,12 +33,12 @@ LINGER = 0.1  # seconds to keep reading output after the main process exited
 FORK_RETRY = 2.0  # seconds to retry a fork that failed for want of a free process slot
 
 
-def timeout_of(header, default=10.0):
-    timeout = header.get("timeout")
+def timeout_of(header, default=10.0, key="timeout"):
+    timeout = header.get(key)
     if timeout is None:
         return default
     if not isinstance(timeout, (int, float)) or not 0 < timeout < 86400:
-        raise Refused("bad_request", "timeout must be a positive number of seconds")
+        raise Refused("bad_request", "%s must be a positive number of seconds" % key)
     return float(timeout)
 
 
@@ -60,8 +60,8 @@ class Runner(Part):
 
     def __init__(self, loop, config, forker, tenants, workspace, oom, programs):
         super().__init__(loop, config, forker, tenants, workspace, oom)
-        self.programs = programs  # {"bash": "/usr/bin/bash", "cpp": "/usr/bin/g++"} as found
-        self.languages = ["python"] + [lang for lang in ("bash", "cpp") if lang in programs]
+        self.programs = programs  # {"bash": "/usr/bin/bash", "g++": ...}: languages.find_programs
+        self.languages = languages.served(programs)
         self.spare = None  # the task preparing a child for the next run
         self.stopped = False
         self.runs_total = 0
@@ -88,15 +88,14 @@ class Runner(Part):
     async def _run(self, header, stdin, stream):
         language = header.get("language", "python")
         if language not in self.languages:
-            raise Refused(
-                "unsupported_language",
-                "%r cannot run in this sandbox; it has %s" % (language, ", ".join(self.languages)),
-            )
+            why = languages.why_not(language, self.programs)
+            raise Refused("unsupported_language", "%s; it has %s" % (why, ", ".join(self.languages)))
         code = header.get("code")
         if not isinstance(code, str):
             raise Refused("bad_request", "code must be a string")
         timeout = None if stream and header.get("timeout") is None else timeout_of(header)
         limits = Limits(header.get("limits"), timeout or 0, self.config.memory_mb, self.config.nproc)
+        compile_timeout = timeout_of(header, key="compile_timeout")
         shared = bool(header.get("shared"))
         if shared and (header.get("cwd") or not self.tenants.uid_mode):
             raise Refused("bad_request", "a shared run needs uid mode and takes no cwd")
@@ -106,7 +105,9 @@ class Runner(Part):
         gone = home = None
         try:
             env = self.workspace.env(header.get("env"), self.tenants.environment(tenant))
-            orders = dict(self._orders(language, code, scratch), env=env)
+            compiling, orders, extra = self._orders(language, code, scratch, limits.memory_mb)
+            env.update(extra)
+            orders["env"] = env
             if shared:  # alone in a dir of its own, and what it makes is its own
                 try:
                     home = cwd = self.workspace.private_dir(tenant)
@@ -117,8 +118,25 @@ class Runner(Part):
                 orders["umask"] = 0o077
             orders["cwd"] = cwd
             self.runs_total += 1
+            compiled = None
+            if isinstance(compiling, str):  # the code cannot be compiled (no class to run)
+                fields, payload = results.failed_before_start(compiling, exit_code=1)
+                return dict(fields, compile=_phase(fields, payload)), payload
+            if compiling is not None:  # a phase of its own, under its own deadline and limits
+                compiling = dict(compiling, env=env, cwd=cwd, umask=orders.get("umask", 0o002))
+                phase_limits = Limits(
+                    header.get("limits"), compile_timeout, self.config.memory_mb, self.config.nproc
+                )
+                fields, payload, gone = await self._watch(
+                    compiling, tenant, phase_limits, None, compile_timeout, None
+                )
+                compiled = _phase(fields, payload)
+                if fields["status"] != "ok":  # not run: the compiler's verdict is the answer
+                    return dict(fields, compile=compiled), payload
             given = stdin if header.get("stdin") else None
             fields, payload, gone = await self._watch(orders, tenant, limits, given, timeout, stream)
+            if compiled is not None:
+                fields["compile"] = compiled
             return fields, payload
         finally:
             if gone is None:
@@ -165,24 +183,23 @@ class Runner(Part):
                     return None
                 await asyncio.sleep(0.02)
 
-    def _orders(self, language, code, scratch):
+    def _orders(self, language, code, scratch, memory_mb):
+        """``(compile phase, run, environment)``: the compile phase's orders (None when the
+        language has none, a message when the code cannot be compiled), the run's orders
+        and the language's additions to the environment. The sources go into ``scratch``
+        with the first phase."""
         if language == "python":
-            return {"program": "python", "code": code}
-        if language == "bash":
-            return {
-                "program": "exec",
-                "scratch": scratch,
-                "files": {"main.sh": text_bytes(code)},
-                "argv": [self.programs["bash"], os.path.join(scratch, "main.sh")],
-            }
-        source, binary = os.path.join(scratch, "main.cpp"), os.path.join(scratch, "main")
-        return {
-            "program": "exec",
-            "scratch": scratch,
-            "files": {"main.cpp": text_bytes(code)},
-            "before": [[self.programs["cpp"], "-O2", "-std=c++17", "-o", binary, source]],
-            "argv": [binary],
-        }
+            return None, {"program": "python", "code": code}, {}
+        planned = languages.TABLE[language].orders(code, scratch, self.programs, memory_mb)
+        if isinstance(planned, str):
+            return planned, {}, {}
+        sources, compile_argv, prepare, run_argv, env = planned
+        first = {"program": "exec", "scratch": scratch}
+        first["files"] = dict((name, text_bytes(text)) for name, text in sources.items())
+        run = {"program": "exec", "argv": run_argv, "before": prepare}
+        if compile_argv is None:
+            return None, dict(first, **run), env
+        return dict(first, argv=compile_argv), run, env
 
     async def _watch(self, orders, tenant, limits, stdin, timeout, stream):
         """Start the child and watch it until it ends (``timeout`` None: no deadline). The
@@ -272,6 +289,16 @@ class Runner(Part):
             status = "timeout"
         fields, payload = results.result(status, code, sig, out, err, duration_ms, cpu_ms)
         return fields, payload, gone
+
+
+def _phase(fields, payload):
+    """A compile phase's result as the answer's ``compile`` field: a result header, with its
+    output as text (bounded by the output cap) instead of a payload."""
+    split = fields["stdout_len"]
+    phase = dict((key, value) for key, value in fields.items() if key != "stdout_len")
+    phase["stdout"] = payload[:split].decode("utf-8", "replace")
+    phase["stderr"] = payload[split:].decode("utf-8", "replace")
+    return phase
 
 
 class Stream:

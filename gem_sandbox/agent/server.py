@@ -10,12 +10,11 @@ import asyncio
 import gc
 import logging
 import os
-import shutil
 import signal
 import sys
 import time
 
-from . import files, ipc, linux, protocol
+from . import files, ipc, languages, linux, protocol
 from .cgroup import OomCounter
 from .children import Reaper
 from .kernels import Kernels
@@ -51,11 +50,7 @@ class Agent:
             self.forker = zygote
         self.workspace = Workspace(config, self.tenants.gid)
         self.workspace.prepare()
-        programs = {}
-        for language, program in (("bash", "bash"), ("cpp", "g++")):
-            path = shutil.which(program, path=RUN_PATH)
-            if path:
-                programs[language] = path
+        programs = languages.find_programs(RUN_PATH)
         oom = OomCounter(config.oom_counter)
         parts = (loop, config, self.forker, self.tenants, self.workspace, oom)
         self.runner = Runner(*parts, programs)
