@@ -1,5 +1,5 @@
-"""The code envs: stdin/stdout tasks judged on the host, HumanEval judged by a harness that
-runs beside the solution as another uid, GEM's ids, and where their tasks come from.
+"""The code envs: stdin/stdout tasks judged on the host, HumanEval judged by a harness on the
+host that calls the solution in its sandbox, GEM's ids, and where their tasks come from.
 
 Sandbox tests run on bubblewrap and on Docker (the ``runtime`` fixture)."""
 
@@ -17,7 +17,7 @@ import pytest
 from gem_sandbox_envs.code import SPECS, register_all
 from gem_sandbox_envs.code.base import TERMINAL_STATE
 from gem_sandbox_envs.code.extract import last_code_block
-from gem_sandbox_envs.code.humaneval import HumanEvalEnv, SharedUidSandbox, read_problems
+from gem_sandbox_envs.code.humaneval import HumanEvalEnv, read_problems
 from gem_sandbox_envs.code.stdio import CodeEnv
 from gem_sandbox_envs.hub import DatasetUnavailable
 
@@ -25,7 +25,6 @@ from gem_sandbox.core import Env
 from gem_sandbox.registry import ENV_REGISTRY
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.backends.local import LocalBackend
-from gem_sandbox.sandbox.errors import BackendNotAvailable
 from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox.sync import SyncRuntime
 from gem_sandbox.wrappers import get_wrapper_fns
@@ -265,14 +264,31 @@ async def test_a_raising_solution_is_an_error(runtime: Runtime, problems: list[d
 
 
 @pytest.mark.anyio
-async def test_a_shared_uid_sandbox_is_refused_rather_than_scored(problems: list[dict]):
+async def test_a_shared_uid_sandbox_scores_too_for_the_harness_is_on_the_host(problems: list[dict]):
     backend = make_sandbox_backend("rootless")  # bubblewrap as nobody: one uid for every run
     async with Runtime(backend, PoolConfig(min_idle=0, max_size=1, spec=SPEC)) as rt:
         env = HumanEvalEnv(runtime=rt)
-        with pytest.raises(SharedUidSandbox, match="uid per run") as refused:
-            await env.ascore(problems[0]["canonical_solution"], problems[0])
-        assert isinstance(refused.value, BackendNotAvailable)
+        right = await env.ascore(problems[0]["canonical_solution"], problems[0])
+        wrong = await env.ascore("    return False", problems[0])
     await backend.aclose()
+    assert (right.category.value, wrong.category.value) == ("ok", "wrong_answer")
+
+
+@pytest.mark.anyio
+async def test_what_the_solution_prints_does_not_spoil_its_answers(runtime: Runtime, problems: list[dict]):
+    noisy = "import os, sys\nprint('at import')\n" + problems[0]["prompt"] + (
+        "    print('debugging', numbers)\n    os.write(1, b'= False\\n')\n    sys.stderr.write('more\\n')\n"
+        + problems[0]["canonical_solution"]
+    )
+    outcome = await HumanEvalEnv(runtime=runtime).ascore(noisy, problems[0])
+    assert outcome.category.value == "ok", outcome
+
+
+@pytest.mark.anyio
+async def test_the_whole_check_has_a_deadline(runtime: Runtime, problems: list[dict]):
+    slow = "    import time\n    time.sleep(0.4)\n" + problems[0]["canonical_solution"]  # 7 calls: 2.8 s
+    outcome = await HumanEvalEnv(runtime=runtime, timeout=1.0, call_timeout=2.0).ascore(slow, problems[0])
+    assert outcome.category.value == "timeout", outcome
 
 
 # --- ids and sources ------------------------------------------------------------------------

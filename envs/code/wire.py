@@ -1,10 +1,11 @@
-"""What crosses between the two programs of the HumanEval harness: Python literals, one per line.
+"""What crosses between the HumanEval solution and the harness: Python literals, one per line.
 
-Sandbox code, standard library only (the sandbox's Python may be as old as 3.8); its source is
-prepended to both programs' sources rather than imported, since nothing may be imported from
-the work dir. A value is sent as its ``repr`` and read back with ``ast.literal_eval`` (plus the
-names ``inf`` and ``nan``, which ``repr`` writes for those floats): no object, no pickle, no
-callable ever crosses, so an answer cannot carry a forged ``__eq__``.
+Standard library only (the sandbox's Python may be as old as 3.8): the host imports it, and
+its source is prepended to the solution's first cell rather than imported there, since nothing
+may be imported from the work dir. A value is sent as its ``repr`` and read back with
+``ast.literal_eval`` (plus the names ``inf`` and ``nan``, which ``repr`` writes for those
+floats): no object, no pickle, no callable ever crosses, so an answer cannot carry a forged
+``__eq__``.
 
 A request is ``repr((name, args, kwargs))``; an answer is ``= <repr of the result>`` or
 ``! <name of the exception raised>``.
