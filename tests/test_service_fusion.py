@@ -98,6 +98,31 @@ async def test_a_missing_fetch_file_is_left_out(runtime: Runtime) -> None:
     assert response.status == "Success" and response.files == {"made.txt": b64(b"x")}
 
 
+async def test_an_absolute_path_in_the_work_dir_is_that_file_answered_by_its_given_name(runtime: Runtime) -> None:
+    program = "import os; open('/work/b.txt', 'w').write(open('data/in.txt').read() + os.getcwd())"
+    response = await code(
+        runtime,
+        code=program,
+        language="python",
+        files={"/work/data/in.txt": b64(b"cwd=")},
+        fetch_files=["/work/b.txt", "./b.txt"],
+    )
+    assert response.status == "Success", response.run_result.stderr
+    assert response.files == {"/work/b.txt": b64(b"cwd=/work"), "./b.txt": b64(b"cwd=/work")}
+
+
+async def test_an_absolute_fetch_outside_the_work_dir_is_left_out(runtime: Runtime) -> None:
+    response = await code(runtime, code="open('a.txt', 'w').write('a')", language="python", fetch_files=["/etc/passwd", "a.txt"])
+    assert response.status == "Success" and response.files == {"a.txt": b64(b"a")}
+
+
+async def test_a_file_for_outside_the_work_dir_is_a_400_saying_where_files_go(runtime: Runtime) -> None:
+    with pytest.raises(Problem) as raised:
+        await code(runtime, code="pass", language="python", files={"/mnt/b": b64(b"x")})
+    assert (raised.value.status, raised.value.kind) == (400, "bad_request")
+    assert "'/mnt/b'" in raised.value.message and "/work" in raised.value.message
+
+
 async def test_an_unsupported_language_is_a_400_naming_the_three(runtime: Runtime) -> None:
     with pytest.raises(Problem) as raised:
         await code(runtime, code="console.log(1)", language="nodejs")
@@ -107,8 +132,8 @@ async def test_an_unsupported_language_is_a_400_naming_the_three(runtime: Runtim
 
 @pytest.mark.parametrize(
     ("files", "fetch_files"),
-    [({"in.txt": "not base64!"}, []), ({"../up.txt": b64(b"x")}, []), ({}, ["/etc/passwd"])],
-    ids=["bad-base64", "climbing-path", "absolute-fetch"],
+    [({"in.txt": "not base64!"}, []), ({"../up.txt": b64(b"x")}, []), ({}, ["/work/../etc/passwd"])],
+    ids=["bad-base64", "climbing-path", "climbing-absolute-fetch"],
 )
 async def test_a_bad_file_is_a_400_naming_it(runtime: Runtime, files: dict[str, str], fetch_files: list[str]) -> None:
     with pytest.raises(Problem) as raised:
@@ -149,10 +174,69 @@ async def test_a_cpp_compile_error_fails_without_a_run(cpp_runtime: Runtime) -> 
 
 
 async def test_jupyter_cells_share_one_namespace(runtime: Runtime) -> None:
-    response = await notebook(runtime, "a = 123", "a += 1", "print(a)", "a * 2")
+    response = await notebook(runtime, "a = 123", "a += 1", "print(a)")
     assert (response.status, response.driver.status) == ("Success", "Finished")
-    assert [cell.stdout for cell in response.cells] == ["", "", "124\n", "248\n"]
+    assert [cell.stdout for cell in response.cells] == ["", "", "124\n"]
     assert all(cell.error == [] and cell.display == [] for cell in response.cells)
+
+
+async def test_a_last_expression_is_display_data_not_stdout(runtime: Runtime) -> None:
+    response = await notebook(runtime, "a = 'hi'", "a * 2")
+    assert response.cells[1].display == [{"text/plain": "'hihi'"}]
+    assert response.cells[1].stdout == ""
+
+
+async def test_a_stderr_write_shows_its_count_as_display_data_not_on_stdout(runtime: Runtime) -> None:
+    response = await notebook(runtime, "import sys\nsys.stderr.write('twelve chars')")
+    (cell,) = response.cells
+    assert (cell.stdout, cell.stderr, cell.display) == ("", "twelve chars", [{"text/plain": "12"}])
+
+
+@pytest.mark.parametrize("cell", ["print('x')", "x = 1", "len('abc');", "None", "def f(): return 1"])
+async def test_a_cell_without_a_value_to_show_shows_nothing(runtime: Runtime, cell: str) -> None:
+    response = await notebook(runtime, cell)
+    assert response.cells[0].display == [] and response.cells[0].error == []
+
+
+async def test_display_shows_each_object_with_its_rich_forms_in_order(runtime: Runtime) -> None:
+    cell = (
+        "class Table:\n"
+        "    def _repr_html_(self): return '<table/>'\n"
+        "    def __repr__(self): return 'Table()'\n"
+        "print('before')\n"
+        "display(Table(), 7)\n"
+        "'last'"
+    )
+    response = await notebook(runtime, cell)
+    (shown,) = response.cells
+    assert shown.stdout == "before\n"
+    assert shown.display == [
+        {"text/html": "<table/>", "text/plain": "Table()"},
+        {"text/plain": "7"},
+        {"text/plain": "'last'"},
+    ]
+
+
+async def test_a_matplotlib_plot_is_an_image_png(runtime: Runtime) -> None:
+    probe = await code(runtime, code="import matplotlib", language="python")
+    if probe.status != "Success":
+        pytest.skip("matplotlib is not installed where these sandboxes' python is (python3-matplotlib)")
+    plot = "plt.plot([1, 2, 3], [1, 4, 9])\nplt.title('squares')\nplt.show()"
+    response = await notebook(runtime, "import matplotlib.pyplot as plt", plot, "plt.figure(); plt.plot([1])")
+    assert response.status == "Success" and all(cell.error == [] for cell in response.cells)
+    (figure,) = response.cells[1].display
+    assert base64.b64decode(figure["image/png"]).startswith(b"\x89PNG\r\n\x1a\n")
+    assert figure["text/plain"] == "<Figure size 640x480 with 1 Axes>"
+    value, left_open = response.cells[2].display  # the cell's value, then the figure it left open
+    assert value["text/plain"].startswith("[<matplotlib.lines.Line2D")
+    assert "image/png" in left_open
+
+
+async def test_jupyter_takes_files_and_fetches_what_the_cells_wrote(runtime: Runtime) -> None:
+    cells = ("data = open('in.txt').read()", "open('/work/out.txt', 'w').write(data.upper())")
+    response = await notebook(runtime, *cells, files={"in.txt": b64(b"abc")}, fetch_files=["/work/out.txt", "gone.txt"])
+    assert response.status == "Success"
+    assert response.files == {"/work/out.txt": b64(b"ABC")}
 
 
 async def test_a_raising_cell_fills_its_error_and_later_cells_run(runtime: Runtime) -> None:

@@ -22,13 +22,12 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from gem_sandbox.runtime import LeasedSandbox, Runtime
-from gem_sandbox.sandbox import transfer
 from gem_sandbox.sandbox.errors import FileTransferError, UnsafePath
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service import caps
 from gem_sandbox.service.caps import Seconds
-from gem_sandbox.service.codec import decode_files, encode_files
+from gem_sandbox.service.codec import decode_files, encode_files, work_path
 from gem_sandbox.service.errors import Problem, bad_request
 from gem_sandbox.service.route import Route
 from gem_sandbox.service.runs import CountedSandbox, Runs
@@ -38,16 +37,23 @@ LANGUAGES = ("python", "bash", "cpp")
 COMPILE = "exec g++ -O2 -std=c++17 -o main main.cpp"
 RUN_BINARY = "exec ./main"  # exec: a signal that ends the program is its wait status, not bash's
 KERNEL = "fusion"
+DEFAULT_WORKDIR = "/work"  # every backend's; a leased sandbox's hello names its own
 _EXCEPTION_LINE = re.compile(r"(?P<ename>[A-Za-z_][\w.]*)(?:: ?(?P<evalue>.*))?")
 
-FILES = "path (relative to the work dir) -> base64 content, written before the code runs"
-FETCH = "paths read back after the code ran, answered in `files`; missing ones are left out"
+FILES = (
+    "path -> base64 content, written before the code runs: a path relative to the work dir (where"
+    " the code runs) or an absolute one inside it; an absolute path elsewhere answers 400"
+)
+FETCH = (
+    "paths read back after the code ran, answered in `files` under the names given; missing ones,"
+    " and absolute paths outside the work dir, are left out"
+)
 
 # -- requests and answers (SandboxFusion's field names) --------------------------------------
 
 
 class RunCodeRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     compile_timeout: Seconds = 10
     run_timeout: Seconds = 10
@@ -60,7 +66,7 @@ class RunCodeRequest(BaseModel):
 
 
 class RunJupyterRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     cells: list[str] = Field(description="Python cells, run in order in one namespace")
     cell_timeout: float = Field(0, ge=0, description="seconds per cell; 0: whatever is left of total_timeout")
@@ -94,7 +100,11 @@ class RunCodeResponse(BaseModel):
 class CellRunResult(BaseModel):
     stdout: str
     stderr: str
-    display: list[dict[str, Any]] = Field([], description="always empty: an expression's value goes to stdout")
+    display: list[dict[str, Any]] = Field(
+        [],
+        description="what the cell showed, in order, as MIME bundles (`text/plain`, `image/png` as base64, ...):"
+        " the value of its last expression unless None or silenced by `;`, `display()`, matplotlib figures",
+    )
     error: list[dict[str, Any]] = Field([], description="{ename, evalue, traceback} when the cell raised")
 
 
@@ -131,6 +141,7 @@ async def run_code(runtime: Runtime | Runs, request: RunCodeRequest, *, max_time
     compiled: ExecResult | None = None
     ran: ExecResult | None = None
     async with runtime.lease() as sandbox:
+        files = _placed(files, _workdir(sandbox))
         if request.language == "cpp":
             _require_cpp(sandbox)
             await sandbox.write_files({**files, "main.cpp": request.code})
@@ -155,6 +166,7 @@ async def run_jupyter(runtime: Runtime | Runs, request: RunJupyterRequest, *, ma
     files = _decode(request.files)
     _check_paths(request.fetch_files)
     async with runtime.lease() as sandbox:
+        files = _placed(files, _workdir(sandbox))
         if files:
             await sandbox.write_files(files)
         started = anyio.current_time()
@@ -167,7 +179,7 @@ async def run_jupyter(runtime: Runtime | Runs, request: RunJupyterRequest, *, ma
                 timed_out = True
                 break
             timeout = min(request.cell_timeout or left, left, max_timeout)
-            result = await sandbox.kernel_exec(cell, kernel=KERNEL, timeout=timeout)
+            result = await sandbox.kernel_exec(cell, kernel=KERNEL, timeout=timeout, display=True)
             results.append(result)
             if result.status in (Status.TIMEOUT, Status.INFRA_ERROR):
                 timed_out = result.status is Status.TIMEOUT
@@ -233,7 +245,7 @@ def _command(result: ExecResult) -> CommandRunResult:
 def _cell(result: ExecResult) -> CellRunResult:
     """A cell's output; a cell that failed (by its status) gets an ``error`` entry whose name
     and value are read from its traceback's last line, for display only."""
-    cell = CellRunResult(stdout=result.stdout, stderr=result.stderr)
+    cell = CellRunResult(stdout=result.stdout, stderr=result.stderr, display=list(result.display))
     if not result.ok:
         lines = result.stderr.rstrip().splitlines()
         last = lines[-1] if lines else ""
@@ -263,21 +275,44 @@ def _decode(files: Mapping[str, str]) -> dict[str, bytes]:
 
 
 def _check_paths(paths: Iterable[str]) -> None:
+    """A path that climbs out answers 400 naming it, before a sandbox is leased (where an
+    absolute path lands is :func:`_placed`'s and :func:`_fetch`'s, once one is)."""
     for path in paths:
-        try:
-            transfer.check_path(path)
-        except UnsafePath as exc:
-            raise bad_request(f"file {path!r}: {exc}; use a path relative to the work dir") from None
+        work_path(path, DEFAULT_WORKDIR)
+
+
+def _workdir(sandbox: LeasedSandbox | CountedSandbox) -> str:
+    return str(sandbox.hello.get("workdir", DEFAULT_WORKDIR))
+
+
+def _placed(files: Mapping[str, bytes], workdir: str) -> dict[str, bytes]:
+    """The files by their path in the work dir (:func:`.codec.work_path`); an absolute path
+    outside it answers 400."""
+    placed: dict[str, bytes] = {}
+    for path, data in files.items():
+        inside = work_path(path, workdir)
+        if inside is None:
+            raise bad_request(
+                f"file {path!r} is outside the work dir {workdir}: the rest of the sandbox is read-only;"
+                " name a path relative to the work dir, or inside it"
+            )
+        placed[inside] = data
+    return placed
 
 
 async def _fetch(sandbox: LeasedSandbox | CountedSandbox, paths: Iterable[str]) -> dict[str, str]:
-    """The files among ``paths`` that are there, as base64; one by one, so a missing one (or
-    one the code made a link or a directory) is only left out."""
+    """The files among ``paths`` that are there, as base64 under the names the client gave;
+    one by one, so a missing one (or one the code made a link or a directory, or one outside
+    the work dir) is only left out, as SandboxFusion leaves out what is not a file."""
+    workdir = _workdir(sandbox)
     fetched: dict[str, bytes] = {}
     for path in dict.fromkeys(paths):
+        inside = work_path(path, workdir)
+        if inside is None:
+            continue
         try:
-            fetched.update(await sandbox.read_files([path]))
-        except (FileTransferError, UnsafePath):
+            fetched[path] = (await sandbox.read_files([inside]))[inside]
+        except (FileTransferError, UnsafePath, KeyError):
             continue
     return encode_files(fetched)
 
