@@ -183,7 +183,10 @@ async def test_requests_past_the_concurrency_limit_answer_429(sandbox_image: str
         (json.dumps({"language": "python"}).encode(), "code"),
         (json.dumps({"code": "1", "timeout": -1}).encode(), "timeout"),
         (json.dumps({"code": "1", "timout": 3}).encode(), "timout"),
-        (json.dumps({"code": "1", "files": {"a": "%%%"}}).encode(), "'a'"),
+        (json.dumps({"code": "1", "files": {"a": "%%%"}}).encode(), "files.a: not valid base64"),
+        (json.dumps({"code": "1", "files": {"../a": ""}}).encode(), "unsafe path"),
+        (json.dumps({"code": "1", "env": {"A=B": "1"}}).encode(), "env.A=B"),
+        (json.dumps({"code": "1", "timeout": True}).encode(), "timeout"),
         (json.dumps({"code": "1", "limits": {"nofile": "lots"}}).encode(), "limits.nofile"),
     ],
 )

@@ -419,10 +419,10 @@ def _error(answer: _Answer, what: str, sandbox: RemoteSandbox | None = None) -> 
         return SandboxCrashed(f"sandbox {sandbox.id}: {reason} ({message}); lease a new one")
     if kind == "unsupported_language":
         return UnsupportedLanguage(message)
-    if kind == "file_not_found":
-        return FileTransferError(message)
-    if answer.status == 400 and message.startswith("unsafe path"):
+    if answer.status in (400, 409) and "unsafe path" in message:
         return UnsafePath(message)
+    if kind in ("file_not_found", "file_conflict"):
+        return FileTransferError(message)
     if answer.status in RETRIED_STATUSES or answer.status >= 500:
         return SandboxUnavailable(f"{what}: the pool service answered {answer.status} {kind}: {message}")
     return ServiceRequestError(answer.status, kind, f"{what}: {message}")

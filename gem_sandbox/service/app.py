@@ -16,7 +16,6 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
 
 import anyio
 from aiohttp import web
@@ -54,7 +53,7 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         response = await handler(request)
     except Exception as exc:  # noqa: BLE001 - every failure becomes an answer
-        response = _renderer(request)(as_problem(exc))
+        response = _error_answer(request, exc)
     resource = request.match_info.route.resource
     route = _TOKEN_IN_PATH.sub("", resource.canonical) if resource is not None else "unmatched"
     service.metrics.requests.labels(request.method, route, str(response.status)).inc()
@@ -98,7 +97,7 @@ async def _admitted(request: web.Request, handler: Handler, service: Service, te
             try:
                 response = await handler(request)
             except Exception as exc:  # noqa: BLE001 - a kept answer may be an error too
-                response = _renderer(request)(as_problem(exc))
+                response = _error_answer(request, exc)
             assert isinstance(response, web.Response)
             headers = tuple((k, v) for k, v in response.headers.items() if k == "Retry-After")
             return Answer(response.status, bytes(response.body or b""), response.content_type, headers)
@@ -147,9 +146,13 @@ def as_problem(exc: Exception) -> Problem:
         return exc
     if isinstance(exc, SandboxError):
         return problem_for(exc)
-    if isinstance(exc, web.HTTPException):  # aiohttp's own: no such route or method
-        kinds = {404: "not_found", 405: "method_not_allowed"}
-        return Problem(exc.status, kinds.get(exc.status, "bad_request"), f"{exc.reason}; the routes are in /openapi.json")
+    if isinstance(exc, web.HTTPMethodNotAllowed):  # aiohttp's own: the path takes other methods
+        allowed = exc.allowed_methods
+        message = f"{exc.method} is not served here; this path takes {', '.join(sorted(allowed))} (see /openapi.json)"
+        return Problem(405, "method_not_allowed", message, allow=allowed)
+    if isinstance(exc, web.HTTPException):  # aiohttp's own: no such route
+        kind = "not_found" if exc.status == 404 else "bad_request"
+        return Problem(exc.status, kind, f"{exc.reason}; the routes are in /openapi.json")
     log.exception("unexpected error answering a request")
     return Problem(500, "internal", f"the service failed ({type(exc).__name__}); this is a bug, please report it")
 
@@ -158,10 +161,19 @@ def render(problem: Problem) -> web.Response:
     return web.json_response(problem.body(), status=problem.status, headers=problem.headers())
 
 
-def _renderer(request: web.Request) -> Callable[[Problem], web.Response]:
-    """How the request's route answers errors: e2b's routes in e2b's shapes."""
+def _error_answer(request: web.Request, exc: Exception) -> web.Response:
+    """The error answer in the shape of the request's API: e2b's paths, served or not, in
+    e2b's shapes (a path of e2b's with no route here is e2b's unserved one), the rest as
+    ``{"error": ...}``."""
     endpoint = _E2B.get(request.match_info.route.handler)
-    return render if endpoint is None else endpoint.render
+    if endpoint is not None:
+        return endpoint.render(as_problem(exc))
+    e2b_render = e2b.render_for(request.path) if request.match_info.http_exception is not None else None
+    if e2b_render is None:
+        return render(as_problem(exc))
+    if isinstance(exc, web.HTTPNotFound):
+        return e2b_render(e2b.unserved(request.path, Service.of(request).options.e2b_compatible))
+    return e2b_render(as_problem(exc))
 
 
 def _error_type(response: web.Response) -> str:

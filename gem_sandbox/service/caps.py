@@ -14,6 +14,7 @@ from typing import Annotated, overload
 from pydantic import BaseModel, ConfigDict, Field
 
 from gem_sandbox.sandbox.limits import RunLimits
+from gem_sandbox.service.fields import INTEGRAL
 
 Seconds = Annotated[float, Field(gt=0, description="seconds; capped at the service's max_run_timeout")]
 _UNBOUNDED_AT_ZERO = ("run_memory_mb", "file_size_mb")
@@ -22,13 +23,13 @@ _UNBOUNDED_AT_ZERO = ("run_memory_mb", "file_size_mb")
 class Limits(BaseModel):
     """Per-run limits (`RunLimits`'s fields); each is capped at the service's own."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    run_memory_mb: int | None = Field(None, ge=0)
-    cpu_seconds: int | None = Field(None, ge=1)
-    max_output_bytes: int | None = Field(None, ge=1)
-    file_size_mb: int | None = Field(None, ge=0)
-    nofile: int | None = Field(None, ge=16)
+    run_memory_mb: Annotated[int, Field(ge=0), INTEGRAL] | None = None
+    cpu_seconds: Annotated[int, Field(ge=1), INTEGRAL] | None = None
+    max_output_bytes: Annotated[int, Field(ge=1), INTEGRAL] | None = None
+    file_size_mb: Annotated[int, Field(ge=0), INTEGRAL] | None = None
+    nofile: Annotated[int, Field(ge=16), INTEGRAL] | None = None
 
 
 @overload

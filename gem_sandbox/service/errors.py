@@ -8,9 +8,11 @@ Handlers raise a :class:`Problem` (or one of the sandbox layer's typed errors, w
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 from gem_sandbox.sandbox.errors import (
     AcquireTimeout,
+    AgentError,
     FileTransferError,
     PoolClosed,
     SandboxCrashed,
@@ -23,22 +25,32 @@ from gem_sandbox.sandbox.errors import (
 
 class Problem(Exception):
     """An HTTP error answer: ``status``, a machine-readable ``kind`` and a message saying what
-    was wrong and what to do. ``retry_after`` (seconds) becomes a ``Retry-After`` header."""
+    was wrong and what to do. ``retry_after`` (seconds) becomes a ``Retry-After`` header,
+    ``allow`` (the methods a path takes, on a 405) an ``Allow`` header."""
 
-    def __init__(self, status: int, kind: str, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, status: int, kind: str, message: str, *, retry_after: float | None = None, allow: Collection[str] = ()
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
         self.message = message
         self.retry_after = retry_after
+        self.allow = tuple(sorted(allow))
 
     def body(self) -> dict[str, dict[str, str]]:
         return {"error": {"type": self.kind, "message": self.message}}
 
     def headers(self) -> dict[str, str]:
-        if self.retry_after is None:
-            return {}
-        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+        headers = {"Allow": ", ".join(self.allow)} if self.allow else {}
+        if self.retry_after is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(self.retry_after)))
+        return headers
+
+
+#: The agent's refusals that name a mistake in the request (a bad env name, a path outside the
+#: work dir), as opposed to its own failures: the caller's, so 400, never 500.
+_CALLERS_MISTAKES = frozenset({"bad_request", "unsafe_path"})
 
 
 def bad_request(message: str) -> Problem:
@@ -53,11 +65,14 @@ def problem_for(exc: SandboxError) -> Problem:
     """The answer for an error of the sandbox layer that reached a handler."""
     if isinstance(exc, UnsupportedLanguage):
         return Problem(400, "unsupported_language", str(exc))
-    if isinstance(exc, UnsafePath):
-        return Problem(400, "bad_request", f"unsafe path: {exc}")
+    if isinstance(exc, UnsafePath):  # the request's paths were checked: this is what the sandbox holds
+        return Problem(409, "file_conflict", f"unsafe path: {exc}; the sandbox's files do not allow it as they are")
+    if isinstance(exc, AgentError) and exc.kind in _CALLERS_MISTAKES:
+        return Problem(400, "bad_request", f"the sandbox refused the request: {exc}")
     if isinstance(exc, FileTransferError):
-        missing = str(exc).startswith("not found")
-        return Problem(404 if missing else 400, "file_not_found" if missing else "bad_request", str(exc))
+        if str(exc).startswith("not found"):
+            return Problem(404, "file_not_found", str(exc))
+        return Problem(409, "file_conflict", f"{exc}; the sandbox's files do not allow it as they are")
     if isinstance(exc, PoolClosed):
         return Problem(503, "unavailable", "the service is shutting down; retry on another instance", retry_after=5)
     if isinstance(exc, AcquireTimeout):

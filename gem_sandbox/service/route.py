@@ -22,8 +22,10 @@ class Route:
     answer: type[BaseModel] | None = None
     status: int = 200
     public: bool = False  # needs no token
-    query: tuple[str, ...] = ()  # repeated query parameters it takes
+    query: type[BaseModel] | None = None  # its query parameters, each a field (a list: repeated)
     operation: str = ""  # its OpenAPI operationId, when not the handler's name
+    media: str = "application/json"  # the content type of its answer
+    errors: tuple[int, ...] = ()  # error statuses of its own, past those every private route has
 
     @property
     def operation_id(self) -> str:

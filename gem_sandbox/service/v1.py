@@ -11,20 +11,21 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service.caps import Limits, Seconds
 from gem_sandbox.service.codec import decode_files, encode_files
 from gem_sandbox.service.errors import bad_request
+from gem_sandbox.service.fields import Env, Files, RelativePath
 from gem_sandbox.service.route import Route
-from gem_sandbox.service.state import Service, parse, tenant_of
+from gem_sandbox.service.state import Service, describe, parse, tenant_of
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # no coercion: the document's types are the types
 
 
 class RunBody(_Body):
@@ -32,12 +33,12 @@ class RunBody(_Body):
     language: str = "python"
     stdin: str | None = None
     timeout: Seconds | None = None
-    env: dict[str, str] = {}
+    env: Env = {}
     limits: Limits | None = None
 
 
 class OneShotBody(RunBody):
-    files: dict[str, str] = Field({}, description="path -> base64 content, written before the run")
+    files: Files = Field({}, description="path -> base64 content, written before the run")
 
 
 class LeaseBody(_Body):
@@ -61,10 +62,10 @@ class KernelRestartBody(_Body):
 
 
 class WriteFilesBody(_Body):
-    files: dict[str, str] = Field(description="path -> base64 content")
-    dest: str = "."
-    executable: list[str] = []
-    directories: list[str] = []
+    files: Files = Field(description="path -> base64 content")
+    dest: RelativePath = "."
+    executable: list[RelativePath] = []
+    directories: list[RelativePath] = []
 
 
 class ExecResultModel(BaseModel):
@@ -92,6 +93,10 @@ class LeaseModel(BaseModel):
 
 class LeaseList(BaseModel):
     sandboxes: list[LeaseModel]
+
+
+class ReadQuery(_Body):
+    path: list[RelativePath] = Field(min_length=1, description="a file to read; repeat for more")
 
 
 class FilesModel(BaseModel):
@@ -187,11 +192,12 @@ async def write_files(request: web.Request) -> web.Response:
 
 async def read_files(request: web.Request) -> web.Response:
     service = Service.of(request)
-    paths = request.query.getall("path", [])
-    if not paths:
-        raise bad_request("name the files to read: ?path=a&path=b")
+    try:
+        query = ReadQuery(path=request.query.getall("path", []))
+    except ValidationError as exc:
+        raise bad_request(f"name the files to read as ?path=a&path=b: {describe(exc)}") from None
     async with service.sandbox(request) as sandbox:
-        files = await sandbox.read_files(paths)
+        files = await sandbox.read_files(query.path)
     return web.json_response({"files": encode_files(files)})
 
 
@@ -203,7 +209,7 @@ async def reset(request: web.Request) -> web.Response:
 
 SB = "/v1/sandboxes/{id}"
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/v1/run", one_shot, "One stateless run on any warm sandbox", OneShotBody, ExecResultModel),
+    Route("POST", "/v1/run", one_shot, "One stateless run on any warm sandbox", OneShotBody, ExecResultModel, errors=(409,)),
     Route("POST", "/v1/sandboxes", create_lease, "Lease a sandbox", LeaseBody, LeaseModel, status=201),
     Route("GET", "/v1/sandboxes", list_leases, "This token's leases", answer=LeaseList),
     Route("GET", SB, get_lease, "One lease", answer=LeaseModel),
@@ -212,7 +218,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{SB}/shell", shell, "A command in a persistent shell session", ShellBody, ExecResultModel),
     Route("POST", f"{SB}/kernel", kernel, "Code in a persistent Python namespace", KernelBody, ExecResultModel),
     Route("POST", f"{SB}/kernel/restart", kernel_restart, "Drop a kernel's namespace", KernelRestartBody, status=204),
-    Route("PUT", f"{SB}/files", write_files, "Write files into the work dir", WriteFilesBody, status=204),
-    Route("GET", f"{SB}/files", read_files, "Read files from the work dir", answer=FilesModel, query=("path",)),
+    Route("PUT", f"{SB}/files", write_files, "Write files into the work dir", WriteFilesBody, status=204, errors=(409,)),
+    Route("GET", f"{SB}/files", read_files, "Read files from the work dir", answer=FilesModel, query=ReadQuery, errors=(409,)),
     Route("POST", f"{SB}/reset", reset, "Back to a clean sandbox, keeping the lease", status=204),
 )
