@@ -7,11 +7,12 @@ and how its errors look; the app mounts them when the setting is on. A module pe
 e2b's API: :mod:`.control` (REST), :mod:`.envd` (routing by sandbox, paths, ``/health``),
 :mod:`.files`, :mod:`.filesystem` and :mod:`.process` (Connect RPCs, framed by
 :mod:`.connect`) and
-:mod:`.interpreter` (``/execute`` and contexts).
+:mod:`.interpreter` (``/execute`` and contexts). A path of e2b's APIs this endpoint does not
+serve answers in e2b's shapes too (:func:`~.wire.render_for`, :func:`~.wire.unserved`).
 """
 
 from gem_sandbox.service.e2b import control, envd, files, filesystem, interpreter, process
-from gem_sandbox.service.e2b.wire import Endpoint
+from gem_sandbox.service.e2b.wire import Endpoint, render_for, unserved
 
 ROUTES: tuple[Endpoint, ...] = (
     *control.ROUTES,
@@ -22,4 +23,4 @@ ROUTES: tuple[Endpoint, ...] = (
     *process.ROUTES,
 )
 
-__all__ = ["ROUTES", "Endpoint"]
+__all__ = ["ROUTES", "Endpoint", "render_for", "unserved"]

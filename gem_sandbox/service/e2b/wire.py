@@ -10,6 +10,7 @@ Connect RPCs ``{"code": "<connect code>", "message": ...}`` (:func:`connect_erro
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -38,6 +39,15 @@ _CONNECT_BY_STATUS = {
     504: "deadline_exceeded",
 }  # fmt: skip
 _RETRYABLE = frozenset({429, 503})  # the SDK would also replay 502 and 504: not worth it here
+#: The first segment of every path of e2b's REST API (the SDK's generated client, and the
+#: CLI's), envd's HTTP routes and the code interpreter's; and the path of a Connect RPC.
+_E2B_ROOTS = frozenset(
+    {
+        "sandboxes", "v2", "v3", "templates", "default-templates", "snapshots", "volumes", "secrets",
+        "teams", "api-keys", "access-tokens", "nodes", "files", "health", "envs", "init", "execute", "contexts",
+    }
+)  # fmt: skip
+_CONNECT_PATH = re.compile(r"^/\w+(?:\.\w+)+/\w+$")
 
 
 @dataclass(frozen=True)
@@ -76,3 +86,21 @@ def _headers(problem: Problem) -> dict[str, str]:
     if problem.status not in _RETRYABLE:
         headers["Should-Retry"] = "false"
     return headers
+
+
+def render_for(path: str) -> Render | None:
+    """How e2b's SDK reads errors on ``path``, a route of one of e2b's APIs whether this
+    service serves it or not (so the SDK raises its own exception, never a ``KeyError``);
+    None for a path that is none of e2b's."""
+    if _CONNECT_PATH.match(path):
+        return connect_error
+    return plain_error if path.split("/", 2)[1] in _E2B_ROOTS else None
+
+
+def unserved(path: str, enabled: bool) -> Problem:
+    """The answer for a path of e2b's APIs that has no route here: 501 for what the
+    e2b-compatible endpoint does not serve (pause, snapshots, templates, volumes...), 404
+    while the endpoint is off."""
+    if not enabled:
+        return Problem(404, "not_found", f"{path}: the e2b-compatible endpoint is off; start the service with --e2b-compatible")
+    return Problem(501, "unimplemented", f"{path} is not served by gem-sandbox's e2b-compatible endpoint (docs/service.md)")
