@@ -14,6 +14,9 @@ right beside what they are compared with:
 * ``tools``: 1,000 concurrent tool-using episodes vs gem-llm's own (see :mod:`.tool_throughput`);
 * ``service``: ``/run_code`` through the pool service vs a direct pool call (see :mod:`.service`);
 * ``e2b``: the e2b SDK against the service's e2b-compatible endpoint vs the pool (see :mod:`.e2b`);
+* ``footprint``: PSS per idle and per stateful sandbox (local and Docker) vs a bare sleeping
+  ``python3`` in the same sandboxing, how many stateful sandboxes fit at once (2,000 tried), and
+  where a local sandbox's start goes (see :mod:`.footprint`);
 * ``ray``: calls through the Ray runtime on a cluster of one and two nodes vs the same pool used
   directly (see :mod:`.ray_cluster`).
 """
@@ -364,6 +367,12 @@ def bench_e2b() -> list[Row]:
     return run()
 
 
+def bench_footprint() -> list[Row]:
+    from .footprint import run
+
+    return run()
+
+
 def bench_ray() -> list[Row]:
     from .ray_cluster import run
 
@@ -377,6 +386,7 @@ BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "tools": bench_tools,
     "service": bench_service,
     "e2b": bench_e2b,
+    "footprint": bench_footprint,
     "ray": bench_ray,
 }
 

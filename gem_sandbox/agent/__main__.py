@@ -1,5 +1,6 @@
 """``python3 -m gem_agent``: parse the options and serve the protocol until told to stop."""
 
+import gc
 import os
 import sys
 
@@ -7,10 +8,19 @@ import sys
 def main(argv=None):
     zygote = None
     if os.geteuid() == 0:
-        # Forked first, before the agent imports anything else (even argparse): runs fork
-        # from this small process, not from the agent's heap (see zygote.py).
+        # Forked first, before the agent imports anything else (even its options parser):
+        # runs fork from this small process, not from the agent's heap (see zygote.py).
+        # Except what both a kernel and the agent import (ast for cells, json): imported
+        # here, its pages are shared by the agent, the zygote and the kernel, not copied
+        # into each: a stateful sandbox is about 1 MB smaller, and a warm run no slower.
+        import ast  # noqa: F401
+        import json  # noqa: F401
+
         from . import zygote as fork_server
 
+        # Frozen, so that no collection in the agent or the zygote writes to the headers of
+        # these shared objects and copies their pages (the agent 0.6 MB smaller).
+        gc.freeze()
         zygote = fork_server.start()
     from .config import parse_args
 
