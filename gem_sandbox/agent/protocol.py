@@ -24,10 +24,10 @@ is given by ``stdout_len`` in the header; files travel as an uncompressed tar st
 Operations (arguments -> response fields; payloads in brackets):
 
 ``ping`` -> ``{}``
-``run`` language, code, stdin (true: the payload is its stdin), timeout, env, cwd, limits,
-    stateless, shared [stdin] -> result (a ``stateless`` run's also says whether the sandbox
-    is now ``clean``: as a verified ``reset`` would leave it; a ``shared`` one, in uid mode
-    only, runs beside others in a private dir with a group of its own and umask 077)
+``run`` language, code, stdin (true: the payload is its stdin), timeout, compile_timeout, env,
+    cwd, limits, stateless, shared [stdin] -> result (a ``stateless`` run's also says whether
+    the sandbox is now ``clean``: as a verified ``reset`` would leave it; a ``shared`` one, in
+    uid mode only, runs beside others in a private dir with a group of its own and umask 077)
 ``kernel_exec`` kernel, code, timeout, limits, display -> result (namespace persists per
     ``kernel``; ``limits`` bound the kernel process when it starts and each command's
     output), with ``display``: the MIME bundles (``{"text/plain": ..., "image/png": <base64>}``)
@@ -58,7 +58,9 @@ Paths are relative to the work dir. ``limits`` is the host's ``RunLimits`` as a 
 A *result* header holds ``status`` (see ``STATUSES``), ``exit_code`` (``-N`` for death by
 signal N), ``signal``, ``stdout_bytes``, ``stderr_bytes`` (bytes written, before capping),
 ``stdout_len`` (bytes of stdout in this payload), ``truncated``, ``duration_ms`` and
-``cpu_ms``.
+``cpu_ms``. A compiled language's has ``compile``: its compile phase's result header, with
+``stdout`` and ``stderr`` as text instead of ``stdout_len``; when that is not ``ok`` nothing ran
+and the result is the compile's.
 """
 
 import binascii
@@ -80,6 +82,7 @@ ERRORS = (
     "internal",
 )
 
+COMPILE_TIMEOUT = 10.0  # seconds a compiled language's compile phase gets by default
 INTERRUPT_GRACE = 0.5  # seconds a shell command gets to stop after a timeout before the kill
 
 _U32 = struct.Struct(">I")

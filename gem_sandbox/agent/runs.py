@@ -22,7 +22,7 @@ from .children import Child
 from .forked import exit_outcome
 from .limits import Limits
 from .pipes import Capture, Count, PipeReader, PipeWriter
-from .protocol import Refused, text_bytes
+from .protocol import COMPILE_TIMEOUT, Refused, text_bytes
 from .zygote import ForkFailed
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class Runner(Part):
             raise Refused("bad_request", "code must be a string")
         timeout = None if stream and header.get("timeout") is None else timeout_of(header)
         limits = Limits(header.get("limits"), timeout or 0, self.config.memory_mb, self.config.nproc)
-        compile_timeout = timeout_of(header, key="compile_timeout")
+        compile_timeout = timeout_of(header, COMPILE_TIMEOUT, key="compile_timeout")
         shared = bool(header.get("shared"))
         if shared and (header.get("cwd") or not self.tenants.uid_mode):
             raise Refused("bad_request", "a shared run needs uid mode and takes no cwd")

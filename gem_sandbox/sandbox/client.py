@@ -284,7 +284,10 @@ class Sandbox:
         """:meth:`_result`, with the response header (empty when the sandbox died)."""
         timeout = self.default_timeout if header["timeout"] is None else header["timeout"]
         interrupt = protocol.INTERRUPT_GRACE if header["op"] in _SESSION_OPS else 0.0
-        wait = timeout + interrupt + self.grace
+        compiling = 0.0  # a compiled language's compile phase has a deadline of its own
+        if header.get("language", "python") != "python":
+            compiling = header.get("compile_timeout") or protocol.COMPILE_TIMEOUT
+        wait = compiling + timeout + interrupt + self.grace
         started = time.perf_counter()
         try:
             response, out = await self._request(
@@ -310,10 +313,14 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         limits: RunLimits | None = None,
+        compile_timeout: float | None = None,
     ) -> ExecResult:
         """Run ``code`` in a fresh process. The code's own failures come back as the
-        result's status; only the caller's mistakes raise."""
-        return await self._result(*self._run_request(code, language, stdin, timeout, env, cwd, limits))
+        result's status; only the caller's mistakes raise. A compiled language compiles
+        first, within ``compile_timeout`` (default ``protocol.COMPILE_TIMEOUT``): that
+        phase's result is the result's ``compile``."""
+        header, data = self._run_request(code, language, stdin, timeout, env, cwd, limits)
+        return await self._result(dict(header, compile_timeout=compile_timeout), data)
 
     async def run_stateless(
         self,
@@ -325,6 +332,7 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         limits: RunLimits | None = None,
         shared: bool = False,
+        compile_timeout: float | None = None,
     ) -> tuple[ExecResult, bool]:
         """:meth:`run`, and whether the agent then found the sandbox clean: no process, file,
         IPC object, kernel or shell left, as a verified :meth:`reset` leaves it. A pool hands
@@ -332,7 +340,8 @@ class Sandbox:
         ``hello["isolation"] == "uid"``) may run beside others: its cwd, HOME and TMPDIR are a
         dir of its own, its group is its own and its files are private (umask 077)."""
         header, data = self._run_request(code, language, stdin, timeout, env, None, limits)
-        result, response = await self._exchange(dict(header, stateless=True, shared=shared), data)
+        header = dict(header, stateless=True, shared=shared, compile_timeout=compile_timeout)
+        result, response = await self._exchange(header, data)
         return result, response.get("clean") is True
 
     def _run_request(
@@ -345,11 +354,6 @@ class Sandbox:
         cwd: str | None,
         limits: RunLimits | None,
     ) -> tuple[dict[str, Any], bytes]:
-        languages = self.hello.get("languages", [])
-        if self.hello and language not in languages:
-            raise UnsupportedLanguage(
-                f"{language!r} cannot run in sandbox {self.id}; it has {', '.join(languages)}"
-            )
         data = protocol.text_bytes(stdin) if isinstance(stdin, str) else stdin or b""
         header = {
             "op": "run",

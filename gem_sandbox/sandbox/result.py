@@ -38,6 +38,9 @@ class ExecResult:
     cpu_ms: float = 0.0
     signal: int | None = None
     display: tuple[dict[str, Any], ...] = ()  # kernels: what the command showed, as MIME bundles
+    # A compiled language's compile phase; when it did not end "ok" nothing ran, and this
+    # result's own fields are the compile's.
+    compile: ExecResult | None = None
 
     @property
     def ok(self) -> bool:
@@ -58,7 +61,9 @@ class ExecResult:
         """The inverse of :meth:`to_json`; unknown keys (from a newer service) are ignored."""
         known = {f.name for f in dataclasses.fields(cls)}
         fields = {k: v for k, v in data.items() if k in known}
-        return cls(**dict(fields, status=Status(data["status"]), display=tuple(data.get("display", ()))))
+        compiled = cls.from_json(data["compile"]) if data.get("compile") else None
+        display = tuple(data.get("display", ()))
+        return cls(**dict(fields, status=Status(data["status"]), display=display, compile=compiled))
 
     @classmethod
     def from_wire(
@@ -84,4 +89,5 @@ class ExecResult:
             cpu_ms=header.get("cpu_ms", 0.0),
             signal=header.get("signal"),
             display=tuple(header.get("display", ())),
+            compile=cls.from_json(header["compile"]) if header.get("compile") else None,
         )
