@@ -4,6 +4,7 @@ agent dies, hangs or is closed."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -111,12 +112,13 @@ async def test_wedged_agent_fails_a_run_by_its_deadline_plus_grace(local_sandbox
 
 
 async def test_closing_a_sandbox_kills_everything_in_it():
+    tag = f".{secrets.randbelow(10**9):09d}"  # in these sleeps' command lines only: no host process has it
     async with open_sandbox(LocalBackend(), SPEC) as sb:
-        await sb.shell("setsid sleep 311 & sleep 312 &")
-        await sb.kernel_exec("import subprocess; p = subprocess.Popen(['sleep', '313'])")
-        await until_host_processes_match("sleep 31", 3)
+        await sb.shell(f"setsid sleep 311{tag} & sleep 312{tag} &")
+        await sb.kernel_exec(f"import subprocess; p = subprocess.Popen(['sleep', '313{tag}'])")
+        await until_host_processes_match(tag, 3)
     await sb.close()  # again: closing is idempotent
-    assert host_processes_matching("sleep 31") == []
+    assert host_processes_matching(tag) == []
     assert [p for p in bwrap_processes() if p.box == sb.id] == []
 
 
