@@ -291,6 +291,32 @@ async def test_the_whole_check_has_a_deadline(runtime: Runtime, problems: list[d
     assert outcome.category.value == "timeout", outcome
 
 
+@pytest.mark.anyio
+async def test_many_answers_score_at_once_in_order_as_steps_would(runtime: Runtime, problems: list[dict]):
+    env = HumanEvalEnv(runtime=runtime)
+    right = [fenced(p["prompt"] + p["canonical_solution"]) for p in problems[:4]]
+    pairs = [(right[0], problems[0]), ("no code", problems[1]), (fenced("    return None"), problems[2]), (right[3], problems[3])]
+    outcomes = await env.ascore_many(pairs, max_concurrency=2)
+    assert [o.category.value for o in outcomes] == ["ok", "format_error", "wrong_answer", "ok"]
+    assert [env.reward_of(o) for o in outcomes] == [1.0, -0.1, 0.0, 1.0]
+
+
+def test_the_task_of_a_seed_is_the_one_its_reset_serves(problems: list[dict]):
+    env = HumanEvalEnv()
+    for seed in (0, 7, 123):
+        env.reset(seed=seed)
+        assert env.task_of(seed) == env.task
+
+
+@pytest.mark.anyio
+async def test_a_batch_refuses_what_it_cannot_score_before_scoring(problems: list[dict]):
+    env = HumanEvalEnv()
+    with pytest.raises(TypeError, match="str"):
+        await env.ascore_many([(["not", "text"], problems[0])])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="max_concurrency"):
+        await env.ascore_many([("x", problems[0])], max_concurrency=0)
+
+
 # --- ids and sources ------------------------------------------------------------------------
 
 

@@ -129,3 +129,27 @@ def test_score_many_refuses_an_async_runtime() -> None:
     with pytest.raises(TypeError, match="SyncRuntime"):
         Scorer(CODE, sample=True, runtime=Runtime("local")).score_many([])
 
+
+
+@pytest.mark.anyio
+async def test_a_batch_on_a_code_env_scores_as_one_step_per_pair_would() -> None:
+    async with Runtime("local", max_size=3) as runtime:
+        scorer = Scorer(CODE, sample=True, runtime=runtime, reward="fraction")  # no early exit: every test runs
+        seeds = [row["seed"] for row in scorer.rows(4)]
+        pairs = [(fenced(SUM_PY), seeds[0]), ("no code here", seeds[1]), (fenced(WRONG_PY), seeds[2]), (fenced(SUM_PY), seeds[3])]
+        before = runtime.statistics().leases
+        batch = await scorer.ascore_many(pairs)
+        assert runtime.statistics().leases - before == 3  # one sandbox per answer with code
+        one_by_one = [await scorer.ascore(completion, seed) for completion, seed in pairs]
+    assert batch == one_by_one
+    assert [s.status for s in batch[1:3]] == ["format_error", "wrong_answer"]
+
+
+@pytest.mark.anyio
+async def test_a_wrapped_env_scores_pair_by_pair_with_the_wrappers_rewards() -> None:
+    async with Runtime("local", max_size=2) as runtime:
+        scorer = Scorer(CODE, sample=True, runtime=runtime, wrappers="python_tool")
+        seed = seed_of(scorer, "Sum of Two Integers")
+        [tool_call] = await scorer.ascore_many([("<python>print(1 + 2)</python>", seed)])
+    # the tool's use and success (GEM's 0.05 + 0.25), not the bare env's format_error
+    assert (tool_call.reward, tool_call.info["tool_status"], tool_call.info["use_tool"]) == (0.3, "ok", True)

@@ -6,6 +6,11 @@ episode's own sandbox, with whatever the model left in it, is never the one that
 and the episode ends. ``info`` carries the :class:`~.outcome.Outcome`: ``status`` (the failure
 category), ``passed`` and ``total``.
 
+Trainers score a whole batch at once with :meth:`ScoredCodeEnv.ascore_many`: ``(answer,
+task)`` pairs (:meth:`~ScoredCodeEnv.task_of` gives the task a reset seed serves) scored as
+steps would be, spread over the runtime's sandboxes, outcomes in order. No episode is
+touched, so one env serves every pair.
+
 ``runtime`` is a :class:`~gem_sandbox.Runtime` (async callers), a
 :class:`~gem_sandbox.SyncRuntime`, or None for the process default that serves sync callers.
 """
@@ -14,7 +19,11 @@ from __future__ import annotations
 
 import abc
 import copy
+import random
+from collections.abc import Iterable
 from typing import Any
+
+import anyio
 
 from gem_sandbox.core import Env, ResetReturn, StepReturn
 from gem_sandbox.runtime import Runtime
@@ -70,13 +79,44 @@ class ScoredCodeEnv(Env[str, str]):
         self.task = self.cycle.draw(self.rng) if seed is not None else self.cycle.next()
         return self.prompt(self.task), {}
 
+    def task_of(self, seed: int) -> Task:
+        """The task ``reset(seed=seed)`` serves, without starting an episode."""
+        return self.cycle.draw(random.Random(seed))
+
     async def astep(self, action: str) -> StepReturn:
-        code = last_code_block(action)
-        if code is None:
-            outcome = no_code(self.tests_of(self.task))
-            return TERMINAL_STATE, FORMAT_ERROR_REWARD, True, True, outcome.info()
-        outcome = await self.ascore(code)
+        outcome = await self.ascore_answer(action, self.task)
         return TERMINAL_STATE, self.reward_of(outcome), True, True, outcome.info()
+
+    async def ascore_answer(self, answer: str, task: Task) -> Outcome:
+        """Score a model's whole ``answer`` as a step does: the code of its last fenced
+        block, or ``format_error`` without one."""
+        code = last_code_block(answer)
+        return no_code(self.tests_of(task)) if code is None else await self.ascore(code, task)
+
+    async def ascore_many(
+        self, pairs: Iterable[tuple[str, Task]], *, max_concurrency: int | None = None
+    ) -> list[Outcome]:
+        """Score ``(answer, task)`` pairs as steps would (:meth:`ascore_answer`), at most
+        ``max_concurrency`` at once (None: as many as the runtime's pool holds, so none waits
+        past its acquire timeout in the pool's line); outcomes in the pairs' order."""
+        pairs = list(pairs)
+        for answer, _ in pairs:  # refused before any scoring starts, not inside a task group
+            if not isinstance(answer, str):
+                raise TypeError(f"an answer is a str, got {type(answer).__name__}")
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        runtime = await resolve_runtime(self.runtime)
+        limiter = anyio.CapacityLimiter(max_concurrency or runtime.config.max_size)
+        outcomes: list[Outcome | None] = [None] * len(pairs)
+
+        async def score(index: int, answer: str, task: Task) -> None:
+            async with limiter:
+                outcomes[index] = await self.ascore_answer(answer, task)
+
+        async with anyio.create_task_group() as tg:
+            for index, (answer, task) in enumerate(pairs):
+                tg.start_soon(score, index, answer, task)
+        return [outcome for outcome in outcomes if outcome is not None]
 
     async def ascore(self, code: str, task: Task | None = None) -> Outcome:
         """Score already extracted ``code`` against ``task`` (default: this episode's)."""
@@ -93,6 +133,9 @@ class ScoredCodeEnv(Env[str, str]):
             return Outcome(Category.INFRA_ERROR, 0, self.tests_of(task), detail=str(exc))
 
     def reward_of(self, outcome: Outcome) -> float:
+        """The reward a step pays for ``outcome`` (GEM's -0.1 for an answer without code)."""
+        if outcome.category is Category.FORMAT_ERROR:
+            return FORMAT_ERROR_REWARD
         if self.reward == "fraction":
             return outcome.fraction
         return 1.0 if outcome.category is Category.OK else 0.0

@@ -5,6 +5,9 @@ verifiers' rubrics) need one thing from an env: "what does this completion earn 
 seeded ``s``?". :class:`Scorer` answers it the way an episode would: a fresh env (made, then
 wrapped with GEM's wrapper-factory names) reset to the seed, stepped once with the completion.
 A fresh env per pair keeps pairs independent, so they score concurrently and in any order.
+An env that scores batches itself (:class:`BatchScoring`: the code envs' ``ascore_many``)
+gets a whole unwrapped batch at once instead: one env, the task each seed's reset would serve,
+the same rewards and infos, without making an env (and loading its dataset) per pair.
 
 ``rows(n, seed)`` builds the prompts a trainer's dataset holds; a row's ``seed`` is what a
 reward function later hands back. Each result is a :class:`Scored`: the env's reward, the
@@ -22,7 +25,7 @@ import inspect
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
@@ -33,7 +36,7 @@ from gem_sandbox.runtime import Runtime
 from gem_sandbox.sync import SyncRuntime
 from gem_sandbox.wrappers.wrapper_factory import get_wrapper_fns
 
-__all__ = ["INFRA_ERROR", "Scored", "Scorer"]
+__all__ = ["INFRA_ERROR", "BatchScoring", "Scored", "Scorer"]
 
 INFRA_ERROR = "infra_error"
 
@@ -51,6 +54,23 @@ class Scored:
     def infra_error(self) -> bool:
         """The sandbox failed, not the answer: mask this sample, do not train on its reward."""
         return self.status == INFRA_ERROR
+
+
+@runtime_checkable
+class BatchScoring(Protocol):
+    """An env that scores many answers itself, as many single steps would."""
+
+    def task_of(self, seed: int) -> Any:
+        """The task ``reset(seed=seed)`` serves."""
+        ...
+
+    async def ascore_many(self, pairs: Iterable[tuple[str, Any]], *, max_concurrency: int | None = None) -> list[Any]:
+        """Outcomes (with ``.info()``) of ``(answer, task)`` pairs, in order."""
+        ...
+
+    def reward_of(self, outcome: Any) -> float:
+        """The reward a step pays for ``outcome``."""
+        ...
 
 
 class Scorer:
@@ -79,6 +99,8 @@ class Scorer:
         if runtime is not None and "runtime" in inspect.signature(env_class).parameters:
             self.env_kwargs.setdefault("runtime", runtime)
         self._wrap = get_wrapper_fns(wrappers, runtime=runtime, tool_options=tool_options)  # unknown names raise
+        # Wrappers change what a step pays, so a wrapped env scores pair by pair.
+        self._batches = not self._wrap and issubclass(env_class, BatchScoring)
 
     def make_env(self) -> Env:
         """A fresh env, made and wrapped as this scorer's are."""
@@ -110,17 +132,19 @@ class Scorer:
         finally:
             with anyio.CancelScope(shield=True):
                 await aclose_env(env)
-        status = info.get("status", info.get("tool_status", "ok"))
-        return Scored(float(reward), str(status), dict(info))
+        return _scored(reward, info)
 
     async def ascore_many(
         self, pairs: Iterable[tuple[str, int]], *, max_concurrency: int | None = None
     ) -> list[Scored]:
         """Score ``(completion, seed)`` pairs concurrently (at most ``max_concurrency`` at once;
-        None: all, the runtime's pool bounds the sandboxes); results in the pairs' order."""
+        None: all, the runtime's pool bounds the sandboxes; a :class:`BatchScoring` env's own
+        default); results in the pairs' order."""
         pairs = list(pairs)
         for completion, seed in pairs:
             _check(completion, seed)  # refused before any scoring starts, not inside a task group
+        if self._batches and pairs:
+            return await self._ascore_batch(pairs, max_concurrency)
         results: list[Scored | None] = [None] * len(pairs)
         limiter = anyio.CapacityLimiter(max_concurrency or max(1, len(pairs)))
 
@@ -133,12 +157,29 @@ class Scorer:
                 tg.start_soon(score, index, completion, seed)
         return [result for result in results if result is not None]
 
+    async def _ascore_batch(self, pairs: list[tuple[str, int]], max_concurrency: int | None) -> list[Scored]:
+        """All ``pairs`` on one env that scores batches itself."""
+        env = self.make_env()
+        try:
+            assert isinstance(env, BatchScoring)
+            tasks = [(completion, env.task_of(int(seed))) for completion, seed in pairs]
+            outcomes = await env.ascore_many(tasks, max_concurrency=max_concurrency)
+            return [_scored(env.reward_of(outcome), outcome.info()) for outcome in outcomes]
+        finally:
+            with anyio.CancelScope(shield=True):
+                await aclose_env(env)
+
     def score_many(self, pairs: Sequence[tuple[str, int]], *, max_concurrency: int | None = None) -> list[Scored]:
         """:meth:`ascore_many` for blocking callers (the runtime must be a ``SyncRuntime`` or
         None, the process default)."""
         if isinstance(self.runtime, Runtime):
             raise TypeError("score_many runs on gem-sandbox's own loop: give the Scorer a SyncRuntime, or call ascore_many")
         return bridge.run_sync(self.ascore_many, pairs, max_concurrency=max_concurrency)
+
+
+def _scored(reward: float, info: Mapping[str, Any]) -> Scored:
+    status = info.get("status", info.get("tool_status", "ok"))
+    return Scored(float(reward), str(status), dict(info))
 
 
 def _check(completion: object, seed: object) -> None:
