@@ -40,7 +40,7 @@ from .report import Row, percentile, print_table
 SAMPLE = 8  # sandboxes whose memory is measured (and averaged) per row
 FIT = 2000  # stateful sandboxes the fit run tries to hold at once
 LAUNCHING = 32  # sandboxes the fit run starts at once
-FLOOR_MB = 2048  # available memory the fit run leaves the machine, at least
+FLOOR_MB = 4096  # available memory the fit run leaves the machine (others use it too)
 SLEEPER = "import time; time.sleep(3600)"
 BARE = "bare python3 sleeping"
 
@@ -220,7 +220,8 @@ class FitRun:
         self.n, self.floor_mb = n, floor_mb
         self.held: list[tuple[int, Sandbox]] = []
         self.errors: list[str] = []
-        self.up_s = self.release_s = 0.0
+        self.up_s = self.release_s = self.close_s = 0.0
+        self.replaced = 0  # released sandboxes whose reset failed (retired, not reused)
         self.round_ms: list[float] = []
         self.wrong = 0
         self.pss_mb = 0.0
@@ -244,11 +245,17 @@ class FitRun:
             async with anyio.create_task_group() as tg:
                 for i, sandbox in self.held:
                     tg.start_soon(self._ask, i, sandbox)
+            before = pool.statistics()
             start = time.perf_counter()
             async with anyio.create_task_group() as tg:
                 for _, sandbox in self.held:
                     tg.start_soon(self._release, pool, sandbox)
+            while (stats := pool.statistics()).leased or stats.recycling:
+                await anyio.sleep(0.05)
             self.release_s = time.perf_counter() - start
+            self.replaced = stats.replacements - before.replacements
+            start = time.perf_counter()
+        self.close_s = time.perf_counter() - start
         self.left = sum(p.box in set(ids) for p in await anyio.to_thread.run_sync(bwrap_processes))
         return self
 
@@ -301,7 +308,9 @@ class FitRun:
             Row(f"{what}, concurrent kernel round, slowest", max(self.round_ms, default=0.0), None, "ms"),
             Row(f"{what}, concurrent kernel round, p50", percentile(self.round_ms or [0.0], 50), None, "ms"),
             Row(f"{what}, kernels answering right within 1 s", within - self.wrong, None, "kernels"),
-            Row(f"{what}, released together", self.release_s, None, "s"),
+            Row(f"{what}, released together, all reset", self.release_s, None, "s"),
+            Row(f"{what}, released together, resets failed", self.replaced, None, ""),
+            Row(f"{what}, then the pool closed", self.close_s, None, "s"),
             Row(f"{what}, errors (lease, kernel, release)", len(self.errors), None, ""),
             Row(f"{what}, processes left after close", self.left, None, ""),
         ]

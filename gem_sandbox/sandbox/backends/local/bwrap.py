@@ -102,6 +102,8 @@ class LocalBackend(Backend):
         """Start ``bwrap`` and the agent in it (``spec.image`` is ignored: the sandbox runs
         the host's ``/usr``). As root, the sandbox gets a uid range of its own, released
         when its box is killed."""
+        if self.python not in _compiled:
+            await anyio.to_thread.run_sync(compile_agent, self.python)
         uids = None if self.rootless else await anyio.to_thread.run_sync(claim_uid_range)
         try:
             return await self._launch(spec, uids)
@@ -184,6 +186,24 @@ class LocalBackend(Backend):
         its sandbox was still starting (a started sandbox dies with its owner). Sandboxes
         have no labels here, so ``pool_label`` is not used."""
         return await anyio.to_thread.run_sync(_reap)
+
+
+_compiled: set[str] = set()
+
+
+def compile_agent(python: str) -> None:
+    """Bring the agent's bytecode up to date for ``python``, once per interpreter and
+    process. Sandboxes mount the agent read-only: where a ``.pyc`` is stale or missing, every
+    sandbox's start would compile the module again, and throw the result away (tens of ms
+    each). Best effort: a read-only installation keeps what it has."""
+    if python in _compiled:
+        return
+    _compiled.add(python)
+    command = [python, "-m", "compileall", "-q", agent.AGENT_DIR]
+    try:
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
 
 
 def _reap() -> int:
