@@ -30,7 +30,7 @@ def by_name() -> dict[str, doctor.Check]:
 def test_doctor_reports_every_check_with_a_fix_for_each_failure() -> None:
     results = doctor.checks()
     assert [c.name for c in results] == [
-        "python", "docker", "image", "bubblewrap", "service", "ray", "settings", "variables", "backend"
+        "python", "docker", "image", "polyglot", "bubblewrap", "languages", "service", "ray", "settings", "variables", "backend"
     ]
     assert all(c.detail for c in results)
     assert all(c.fix for c in results if not c.ok)
@@ -66,7 +66,7 @@ def test_a_named_backend_that_cannot_run_fails_the_doctor(monkeypatch: pytest.Mo
 def test_the_image_check_blames_what_failed_not_the_daemon(
     sandbox_image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def missing() -> None:
+    def missing(profile: str = "default") -> None:
         raise FileNotFoundError("no Dockerfile in /gone; reinstall gem-sandbox")
 
     monkeypatch.setattr(images, "context_dir", missing)

@@ -39,11 +39,32 @@ def test_the_image_is_tagged_by_content_and_as_latest(sandbox_image: str, docker
 def test_the_tag_follows_the_build_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     context = tmp_path / "sandbox"
     shutil.copytree(images.context_dir(), context)
-    monkeypatch.setattr(images, "context_dir", lambda: context)
+    monkeypatch.setattr(images, "context_dir", lambda profile="default": context)
     before = images.current_tag()
     with open(context / "packages.txt", "a") as packages:
         packages.write("jq\n")
     assert images.current_tag() != before
+
+
+def test_the_polyglot_image_is_of_its_own_repository_and_context() -> None:
+    # A polyglot build is never the newest "gem-sandbox/sandbox" image the backend picks.
+    assert images.current_tag("polyglot").startswith("gem-sandbox/polyglot:")
+    assert images.context_dir("polyglot").name == "polyglot"
+    default = set(images._packages(images.context_dir()))
+    assert default < set(images._packages(images.context_dir("polyglot")))
+
+
+def test_an_unknown_profile_is_refused_naming_the_profiles() -> None:
+    with pytest.raises(ValueError, match="default, polyglot"):
+        images.current_tag("cobol")
+
+
+def test_both_profiles_build_with_the_same_recipe() -> None:
+    # Same config lines (the offline import copies them) and base, so the two paths agree.
+    for profile in images.PROFILES:
+        context = images.context_dir(profile)
+        assert images._base_image(context) == "debian:bookworm-slim"
+        assert images._config_changes(context) == images._config_changes(images.context_dir())
 
 
 def test_the_backend_default_is_the_built_image(sandbox_image: str) -> None:

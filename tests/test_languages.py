@@ -276,3 +276,11 @@ async def test_a_language_whose_programs_are_missing_is_refused_naming_them(
         await sandbox.run("x", missing[0])
     needs = languages.TABLE[missing[0]].needs
     assert "needs" in str(refused.value) and any(need in str(refused.value) for need in needs)
+
+
+def test_doctor_names_the_languages_a_bubblewrap_sandbox_runs_here() -> None:
+    from gem_sandbox.cli import doctor
+
+    check = next(c for c in doctor.checks() if c.name == "languages")
+    assert check.ok, check
+    assert check.detail.startswith("bubblewrap sandboxes here run python, bash")

@@ -18,7 +18,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import anyio
+
 from gem_sandbox.sandbox import defaults
+from gem_sandbox.sandbox.backends.base import Backend, SandboxSpec
 from gem_sandbox.sandbox.errors import SandboxError
 
 DOCKER_EXTRA = "pip install 'gem-sandbox[docker]'"  # the docker backend: docker, tenacity
@@ -38,7 +41,7 @@ _BACKEND_VARIABLE = defaults.ENV_PREFIX + "BACKEND"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    doctor = subparsers.add_parser("doctor", help="check Docker, the image, bubblewrap, aiohttp and the settings; name the backend auto picks")
+    doctor = subparsers.add_parser("doctor", help="check Docker, the images, bubblewrap and its languages, aiohttp and the settings; name the backend auto picks")
     doctor.set_defaults(func=_doctor)
 
 
@@ -136,6 +139,41 @@ def _sandbox_image() -> Check:
     return Check(
         "image", False, f"no sandbox image (want {status.tag})", "gem-sandbox images build"
     )
+
+
+def _polyglot_image() -> Check:
+    """The image with every language Debian provides (optional: the default one runs python,
+    bash and cpp)."""
+    if importlib.util.find_spec("docker") is None:
+        return Check("polyglot", False, "the docker package is not installed", DOCKER_EXTRA)
+    from gem_sandbox.sandbox.backends.docker import images
+
+    status = images.image_status("polyglot")
+    build = "gem-sandbox images build --profile polyglot"
+    if status.built:
+        return Check("polyglot", True, f"{status.tag} is built: every language Debian provides")
+    if status.newest:
+        return Check("polyglot", True, f"using {status.newest}; `{build}` refreshes it")
+    return Check("polyglot", False, "no polyglot image: Docker sandboxes run python, bash, cpp", build)
+
+
+def _languages() -> Check:
+    """What a bubblewrap sandbox runs here: its agent's hello, which lists the languages whose
+    compilers and runtimes it finds in the host's /usr."""
+    from gem_sandbox.sandbox.backends.local import LocalBackend
+
+    problem = LocalBackend.check()
+    if problem:
+        return Check("languages", False, f"no bubblewrap sandbox to ask: {problem}", "fix the bubblewrap check")
+    served = anyio.run(_hello_languages, LocalBackend())
+    return Check("languages", True, f"bubblewrap sandboxes here run {', '.join(served)}")
+
+
+async def _hello_languages(backend: Backend) -> list[str]:
+    from gem_sandbox.sandbox.client import open_sandbox
+
+    async with open_sandbox(backend, SandboxSpec()) as sandbox:
+        return list(sandbox.hello["languages"])
 
 
 def _bubblewrap() -> Check:
@@ -256,7 +294,9 @@ _CHECKS: list[tuple[str, Callable[[], Check]]] = [
     ("python", _python),
     ("docker", _docker_daemon),
     ("image", _sandbox_image),
+    ("polyglot", _polyglot_image),
     ("bubblewrap", _bubblewrap),
+    ("languages", _languages),
     ("service", _service),
     ("ray", _ray),
     ("settings", _settings),

@@ -1,18 +1,22 @@
-"""Build the sandbox image, with or without a container registry.
+"""Build the sandbox images, with or without a container registry.
 
-The build context (``Dockerfile``, ``packages.txt``) is the repository's ``images/sandbox/``,
-installed as package data of ``gem_sandbox_images``, so a checkout, an editable install, a wheel
+Each profile is a build context (``Dockerfile``, ``packages.txt``) in the repository's
+``images/``: ``default`` (``images/sandbox/``: python, bash, g++) and ``polyglot``
+(``images/polyglot/``: a compiler or runtime for every language Debian provides of those
+SandboxFusion serves), an image of its own repository so that it is never taken for the
+default one. The contexts are installed as package data of ``gem_sandbox_images``, so a checkout, an editable install, a wheel
 and an sdist all find it through :mod:`importlib.resources` and build the same image. Two paths
 install the same ``packages.txt`` onto Debian:
 
 * the ordinary one, ``docker build`` of the ``Dockerfile``, when its ``FROM`` base image is
   already present locally;
 * the offline one (no registry needed, only the host's Debian mirror): ``debootstrap`` a minimal
-  root filesystem, trim it, and import it as an image through the Docker API with the
-  Dockerfile's ``ENV``/``WORKDIR``/``CMD`` lines as the image config.
+  root filesystem, ``apt-get install`` the packages in it as the Dockerfile does, trim it, and
+  import it as an image through the Docker API with the Dockerfile's ``ENV``/``WORKDIR``/``CMD``
+  lines as the image config.
 
 Images are tagged by a content hash of the build inputs (``gem-sandbox/sandbox:<hash12>``, plus
-``:latest``), so an unchanged tree never rebuilds and a changed one never reuses a stale image.
+``:latest``; ``gem-sandbox/polyglot:...`` for the polyglot one), so an unchanged tree never rebuilds and a changed one never reuses a stale image.
 The hash covers names and contents only, never install paths, so every install agrees on it.
 The decision between the paths never probes the network: a missing base image means offline.
 """
@@ -37,8 +41,22 @@ import docker.errors
 
 from gem_sandbox.sandbox.errors import SandboxError
 
-REPOSITORY = "gem-sandbox/sandbox"
+REPOSITORY = "gem-sandbox/sandbox"  # the default profile's
 CONTEXT_PACKAGE = "gem_sandbox_images"  # the repository's images/, see pyproject.toml
+
+
+@dataclass(frozen=True)
+class Profile:
+    """An image: its build context (a directory of ``images/``) and its repository."""
+
+    context: str
+    repository: str
+
+
+PROFILES = {
+    "default": Profile("sandbox", REPOSITORY),
+    "polyglot": Profile("polyglot", "gem-sandbox/polyglot"),
+}
 
 # Dockerfile instructions that are image config (not filesystem) and so carry over to an import.
 _CONFIG_INSTRUCTIONS = ("ENV", "WORKDIR", "CMD", "ENTRYPOINT", "USER")
@@ -85,36 +103,39 @@ def build(
     *,
     force: bool = False,
     progress: Callable[[str], None] = print,
+    profile: str = "default",
 ) -> str:
-    """Build the sandbox image unless the tag for the current inputs exists; return that tag.
+    """Build a profile's image unless the tag for its current inputs exists; return that tag.
 
     ``offline=None`` uses the Dockerfile when its base image is present locally, else
     debootstrap. ``force`` rebuilds even when the tag exists.
     """
-    tag = current_tag()
+    tag = current_tag(profile)
+    context = context_dir(profile)
     with closing(docker.from_env(timeout=_BUILD_API_TIMEOUT_S)) as client:
         if not force and _image_exists(client, tag):
             progress(f"{tag} is up to date")
             return tag
         if offline is None:
-            offline = not _image_exists(client, _base_image())
+            offline = not _image_exists(client, _base_image(context))
             if offline:
-                progress(f"{_base_image()} is not present locally: building offline")
+                progress(f"{_base_image(context)} is not present locally: building offline")
         started = time.monotonic()
         if offline:
-            _build_offline(client, tag, progress)
+            _build_offline(client, context, tag, progress)
         else:
-            _build_dockerfile(client, tag, progress)
-        client.images.get(tag).tag(REPOSITORY, "latest")
+            _build_dockerfile(client, context, tag, progress)
+        client.images.get(tag).tag(_profile(profile).repository, "latest")
     progress(f"built {tag} in {_elapsed(started)}")
     return tag
 
 
-def default_image() -> str | None:
-    """The newest gem-sandbox image present (its hash tag), or ``None`` if none or no daemon."""
+def default_image(profile: str = "default") -> str | None:
+    """The newest image of a profile present (its hash tag), or ``None`` if none or no daemon."""
+    repository = _profile(profile).repository
     try:
         with closing(docker.from_env()) as client:
-            images = client.images.list(name=REPOSITORY)
+            images = client.images.list(name=repository)
     except docker.errors.DockerException:
         return None
     newest = max(images, key=lambda image: image.attrs["Created"], default=None)
@@ -123,20 +144,21 @@ def default_image() -> str | None:
     return min(newest.tags, key=lambda t: t.endswith(":latest"))  # the hash tag when it has one
 
 
-def image_status() -> ImageStatus:
+def image_status(profile: str = "default") -> ImageStatus:
     """The expected tag, whether it is built, and the newest image present. Raises
     ``docker.errors.DockerException`` when no daemon answers."""
-    tag = current_tag()
+    tag = current_tag(profile)
     with closing(docker.from_env()) as client:
         built = _image_exists(client, tag)
-    return ImageStatus(tag=tag, built=built, newest=default_image())
+    return ImageStatus(tag=tag, built=built, newest=default_image(profile))
 
 
-def context_dir() -> Path:
-    """The build context directory as installed (a real directory: ``docker build`` reads it)."""
+def context_dir(profile: str = "default") -> Path:
+    """A profile's build context directory as installed (a real directory: ``docker build``
+    reads it)."""
     reinstall = "reinstall gem-sandbox (in a checkout: `pip install -e .`)"
     try:
-        context = files(CONTEXT_PACKAGE) / "sandbox"
+        context = files(CONTEXT_PACKAGE) / _profile(profile).context
     except ModuleNotFoundError:
         raise FileNotFoundError(
             f"the image build context ({CONTEXT_PACKAGE}) is not installed; {reinstall}"
@@ -146,15 +168,15 @@ def context_dir() -> Path:
     return context
 
 
-def current_tag() -> str:
-    """``gem-sandbox/sandbox:<hash12>`` over the build context's files, then this recipe."""
-    context = context_dir()
+def current_tag(profile: str = "default") -> str:
+    """``<repository>:<hash12>`` over the profile's build context files, then this recipe."""
+    context = context_dir(profile)
     # The files that ship (pyproject's ``sandbox/*``: top-level, not hidden), in name order.
     shipped = sorted(p for p in context.iterdir() if p.is_file() and not p.name.startswith("."))
     digest = hashlib.sha256()
     for path in [*shipped, Path(__file__)]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return f"{REPOSITORY}:{digest.hexdigest()[:12]}"
+    return f"{_profile(profile).repository}:{digest.hexdigest()[:12]}"
 
 
 def debian_source() -> tuple[str, str]:
@@ -166,7 +188,8 @@ def debian_source() -> tuple[str, str]:
             return uri, suite
     raise ImageBuildError(
         f"no apt source for the host's release {suite!r} with component 'main' in "
-        f"/etc/apt/sources.list*; add one, or `docker pull {_base_image()}` to build from the Dockerfile"
+        f"/etc/apt/sources.list*; add one, or `docker pull {_base_image(context_dir())}` to "
+        "build from the Dockerfile"
     )
 
 
@@ -174,9 +197,8 @@ def debian_source() -> tuple[str, str]:
 
 
 def _build_dockerfile(
-    client: docker.DockerClient, tag: str, progress: Callable[[str], None]
+    client: docker.DockerClient, context: Path, tag: str, progress: Callable[[str], None]
 ) -> None:
-    context = context_dir()
     progress(f"building {tag} from {context / 'Dockerfile'}")
     for chunk in client.api.build(
         path=str(context), tag=tag, rm=True, forcerm=True, pull=False, decode=True
@@ -188,47 +210,74 @@ def _build_dockerfile(
             progress(f"  {line}")
 
 
-def _build_offline(client: docker.DockerClient, tag: str, progress: Callable[[str], None]) -> None:
+def _build_offline(
+    client: docker.DockerClient, context: Path, tag: str, progress: Callable[[str], None]
+) -> None:
     if os.geteuid() != 0:
         raise PermissionError(
             "the offline build runs debootstrap, which needs root; run it as root, or "
-            f"`docker pull {_base_image()}` to build from the Dockerfile"
+            f"`docker pull {_base_image(context)}` to build from the Dockerfile"
         )
     if shutil.which("debootstrap", path=_TOOL_PATH) is None:
         raise FileNotFoundError("the offline build needs debootstrap: apt-get install debootstrap")
     mirror, suite = debian_source()
     cache = _cache_dir()
+    debs = cache / "debs"
+    debs.mkdir(parents=True, exist_ok=True)
     log_path = cache / f"debootstrap-{tag.partition(':')[2]}.log"
-    step = _Steps(progress, total=3)
+    log_path.write_text("")
+    step = _Steps(progress, total=4)
     build_dir = Path(tempfile.mkdtemp(prefix="rootfs-", dir=cache))
     root = build_dir / "root"
     try:
         with step(f"debootstrap {suite} from {mirror} (log: {log_path})"):
-            _debootstrap(root, mirror, suite, cache / "debs", log_path, progress)
+            argv = ["debootstrap", "--variant=minbase", f"--cache-dir={debs}", suite, str(root), mirror]
+            _logged(argv, log_path, progress)
+        with step("apt-get install of packages.txt in the new root"):
+            _apt_install(root, _packages(context), debs, log_path, progress)
         with step("trimming docs, caches and package lists"):
             _trim(root)
         with step(f"importing the root filesystem as {tag}"):
-            _import(client, root, tag)
+            _import(client, root, tag, _config_changes(context))
     finally:
         _remove_build_dir(build_dir)
 
 
-def _debootstrap(
-    root: Path, mirror: str, suite: str, debs: Path, log_path: Path, progress: Callable[[str], None]
+def _apt_install(
+    root: Path, packages: list[str], debs: Path, log_path: Path, progress: Callable[[str], None]
 ) -> None:
-    debs.mkdir(parents=True, exist_ok=True)
-    argv = [
-        "debootstrap",
-        "--variant=minbase",
-        f"--include={','.join(_packages())}",
-        f"--cache-dir={debs}",
-        suite,
-        str(root),
-        mirror,
-    ]
-    env = {"PATH": _TOOL_PATH, "LC_ALL": "C"}
+    """What the Dockerfile's ``RUN`` line does, in a chroot of the root: apt resolves the
+    packages (debootstrap's own resolver does not follow alternatives and virtual packages),
+    with the host's resolver config lent for the while. The ``.deb`` cache is shared by hard
+    links, so that builds running at once never contend for apt's lock on one directory."""
+    archives = root / "var/cache/apt/archives"
+    (archives / "partial").mkdir(parents=True, exist_ok=True)
+    _link_debs(debs, archives)
+    shutil.copyfile("/etc/resolv.conf", root / "etc/resolv.conf")
+    proc = root / "proc"
+    subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True)
+    try:
+        chroot = ["chroot", str(root)]
+        _logged([*chroot, "apt-get", "update"], log_path, progress)
+        install = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
+        _logged([*chroot, *install], log_path, progress)
+    finally:
+        subprocess.run(["umount", "--lazy", str(proc)], check=False, capture_output=True)
+        (root / "etc/resolv.conf").unlink(missing_ok=True)
+    _link_debs(archives, debs)
+
+
+def _link_debs(source: Path, dest: Path) -> None:
+    for deb in source.glob("*.deb"):
+        if not (dest / deb.name).exists():
+            os.link(deb, dest / deb.name)
+
+
+def _logged(argv: list[str], log_path: Path, progress: Callable[[str], None]) -> None:
+    """Run ``argv`` with its output appended to the log, reporting its last line now and then."""
+    env = {"PATH": _TOOL_PATH, "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
     started = time.monotonic()
-    with open(log_path, "w") as log:
+    with open(log_path, "a") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         while proc.poll() is None:
             try:
@@ -237,7 +286,7 @@ def _debootstrap(
                 progress(f"  {_elapsed(started)}: {_last_line(log_path)}")
     if proc.returncode != 0:
         raise ImageBuildError(
-            f"debootstrap failed (exit {proc.returncode}): {_last_line(log_path)}; see {log_path}"
+            f"{argv[0]} failed (exit {proc.returncode}): {_last_line(log_path)}; see {log_path}"
         )
 
 
@@ -255,7 +304,7 @@ def _trim(root: Path) -> None:
         (root / name).symlink_to(target)
 
 
-def _import(client: docker.DockerClient, root: Path, tag: str) -> None:
+def _import(client: docker.DockerClient, root: Path, tag: str, changes: list[str]) -> None:
     """Stream ``tar`` of the root straight into the daemon (no tarball on disk)."""
     repo, _, version = tag.partition(":")
     # Docker supplies /dev, /proc and /sys itself; debootstrap's device nodes stay out.
@@ -273,7 +322,7 @@ def _import(client: docker.DockerClient, root: Path, tag: str) -> None:
     ]
     with subprocess.Popen(argv, stdout=subprocess.PIPE) as tar:
         client.api.import_image(
-            src=tar.stdout, repository=repo, tag=version, changes=_config_changes(), stream_src=True
+            src=tar.stdout, repository=repo, tag=version, changes=changes, stream_src=True
         )
     if tar.returncode != 0:
         raise ImageBuildError(f"tar of {root} failed with exit code {tar.returncode}")
@@ -306,20 +355,28 @@ def _image_exists(client: docker.DockerClient, name: str) -> bool:
     return True
 
 
-def _dockerfile_lines() -> list[str]:
-    return [line.strip() for line in (context_dir() / "Dockerfile").read_text().splitlines()]
+def _profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"no image profile {name!r}; there are {', '.join(PROFILES)}") from None
 
 
-def _base_image() -> str:
-    return next(line.split()[1] for line in _dockerfile_lines() if line.startswith("FROM "))
+def _dockerfile_lines(context: Path) -> list[str]:
+    return [line.strip() for line in (context / "Dockerfile").read_text().splitlines()]
 
 
-def _config_changes() -> list[str]:
-    return [line for line in _dockerfile_lines() if line.split(" ", 1)[0] in _CONFIG_INSTRUCTIONS]
+def _base_image(context: Path) -> str:
+    return next(line.split()[1] for line in _dockerfile_lines(context) if line.startswith("FROM "))
 
 
-def _packages() -> list[str]:
-    lines = (context_dir() / "packages.txt").read_text().splitlines()
+def _config_changes(context: Path) -> list[str]:
+    lines = _dockerfile_lines(context)
+    return [line for line in lines if line.split(" ", 1)[0] in _CONFIG_INSTRUCTIONS]
+
+
+def _packages(context: Path) -> list[str]:
+    lines = (context / "packages.txt").read_text().splitlines()
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
