@@ -73,3 +73,20 @@ async def test_jupyter_cells_keep_state(service: Service) -> None:  # noqa: F811
     assert response.status == sandbox_fusion.RunStatus.Success
     assert [cell.stdout for cell in response.cells] == ["", "", "124\n", "", "248\n"]
     assert response.cells[3].error and not response.cells[2].error
+
+
+async def test_jupyter_display_data_reaches_the_client(service: Service) -> None:  # noqa: F811
+    cells = ["word = 'sandbox'", "word.upper()", "import sys\nsys.stderr.write(word)", "word;"]
+    request = sandbox_fusion.RunJupyterRequest(cells=cells)
+    call = functools.partial(sandbox_fusion.run_jupyter, request, endpoint=f"{service.url}/t/{ALPHA.secret}", max_attempts=1)
+    response = await anyio.to_thread.run_sync(call)
+    assert [cell.display for cell in response.cells] == [[], [{"text/plain": "'SANDBOX'"}], [{"text/plain": "7"}], []]
+    assert [cell.stdout for cell in response.cells] == ["", "", "", ""]
+    assert response.cells[2].stderr == "sandbox"
+
+
+async def test_a_file_written_to_an_absolute_work_dir_path_is_fetched_by_that_name(service: Service) -> None:  # noqa: F811
+    code = "open('/work/result.txt', 'w').write(input()[::-1])"
+    response = await run_code(service, code=code, language="python", stdin="abc\n", fetch_files=["/work/result.txt", "/mnt/b"])
+    assert response.status == sandbox_fusion.RunStatus.Success
+    assert response.files == {"/work/result.txt": "Y2Jh"}  # base64 of "cba"

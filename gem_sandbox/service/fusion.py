@@ -15,27 +15,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from gem_sandbox.runtime import LeasedSandbox, Runtime
-from gem_sandbox.sandbox.errors import FileTransferError, UnsafePath
+from gem_sandbox.sandbox.errors import FileTransferError, UnsafePath, UnsupportedLanguage
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service import caps
 from gem_sandbox.service.caps import Seconds
 from gem_sandbox.service.codec import decode_files, encode_files, work_path
 from gem_sandbox.service.errors import Problem, bad_request
+from gem_sandbox.service.fields import INTEGRAL, FetchPath, PlacedFiles, PlacedFilesOrNull
 from gem_sandbox.service.route import Route
 from gem_sandbox.service.runs import CountedSandbox, Runs
 from gem_sandbox.service.state import Service, parse
 
-LANGUAGES = ("python", "bash", "cpp")
-COMPILE = "exec g++ -O2 -std=c++17 -o main main.cpp"
-RUN_BINARY = "exec ./main"  # exec: a signal that ends the program is its wait status, not bash's
+STATELESS = ("python", "bash")  # no compile phase: run on any warm sandbox when no files cross
 KERNEL = "fusion"
 DEFAULT_WORKDIR = "/work"  # every backend's; a leased sandbox's hello names its own
 _EXCEPTION_LINE = re.compile(r"(?P<ename>[A-Za-z_][\w.]*)(?:: ?(?P<evalue>.*))?")
@@ -59,10 +58,10 @@ class RunCodeRequest(BaseModel):
     run_timeout: Seconds = 10
     code: str
     stdin: str | None = None
-    language: str = Field(description="python, bash or cpp")
-    files: dict[str, str | None] = Field({}, description=f"{FILES} (null: skipped)")
-    fetch_files: list[str] = Field([], description=FETCH)
-    memory_limit_MB: int = Field(-1, description="MiB a run may use, capped at the service's; -1 or 0: the service's")
+    language: str = Field(description="any language the sandboxes' agent serves (the OpenAPI document lists them)")
+    files: PlacedFilesOrNull = Field({}, description=f"{FILES} (null: skipped)")
+    fetch_files: list[FetchPath] = Field([], description=FETCH)
+    memory_limit_MB: Annotated[int, INTEGRAL] = Field(-1, description="MiB a run may use, capped at the service's; -1 or 0: the service's")
 
 
 class RunJupyterRequest(BaseModel):
@@ -72,8 +71,8 @@ class RunJupyterRequest(BaseModel):
     cell_timeout: float = Field(0, ge=0, description="seconds per cell; 0: whatever is left of total_timeout")
     total_timeout: Seconds = 45
     kernel: Literal["python3"] = "python3"
-    files: dict[str, str] = Field({}, description=FILES)
-    fetch_files: list[str] = Field([], description=FETCH)
+    files: PlacedFiles = Field({}, description=FILES)
+    fetch_files: list[FetchPath] = Field([], description=FETCH)
 
 
 RunStatus = Literal["Success", "Failed", "SandboxError"]
@@ -121,42 +120,37 @@ class RunJupyterResponse(BaseModel):
 
 
 async def run_code(runtime: Runtime | Runs, request: RunCodeRequest, *, max_timeout: float) -> RunCodeResponse:
-    """Run ``request.code`` once (``cpp``: compile, then run if that succeeded). A python or
-    bash run with no files to write or fetch is a stateless run on any warm sandbox; the rest
-    lease one sandbox for the request. The service passes its :class:`Runs`, so the runs are
-    counted; any runtime will do."""
-    if request.language not in LANGUAGES:
-        raise Problem(
-            400,
-            "unsupported_language",
-            f"language {request.language!r} is not served here; use one of {', '.join(LANGUAGES)}",
-        )
+    """Run ``request.code`` once, in whatever language the sandboxes' agent serves: a compiled
+    one compiles first, in the agent's compile phase (``compile_timeout``), and runs only if
+    that succeeded. A python or bash run with no files to write or fetch is a stateless run
+    on any warm sandbox; the rest lease one sandbox for the request. A language the agent
+    does not serve is a 400 ``unsupported_language`` saying what is missing. The service
+    passes its :class:`Runs`, so the runs are counted; any runtime will do."""
     files = _decode({path: text for path, text in request.files.items() if text is not None})
     _check_paths(request.fetch_files)
     run_timeout = caps.timeout(request.run_timeout, max_timeout)
     limits = _limits(runtime.config.limits, request.memory_limit_MB, max_timeout)
-    if request.language != "cpp" and not files and not request.fetch_files:
-        once = await runtime.run(request.code, request.language, stdin=request.stdin, timeout=run_timeout, limits=limits)
-        return _code_answer(None, once)
-    compiled: ExecResult | None = None
-    ran: ExecResult | None = None
-    async with runtime.lease() as sandbox:
-        files = _placed(files, _workdir(sandbox))
-        if request.language == "cpp":
-            _require_cpp(sandbox)
-            await sandbox.write_files({**files, "main.cpp": request.code})
-            compiled = await sandbox.run(COMPILE, "bash", timeout=caps.timeout(request.compile_timeout, max_timeout))
-            if compiled.ok:
-                ran = await sandbox.run(RUN_BINARY, "bash", stdin=request.stdin, timeout=run_timeout, limits=limits)
-        else:
+    try:
+        if request.language in STATELESS and not files and not request.fetch_files:
+            once = await runtime.run(request.code, request.language, stdin=request.stdin, timeout=run_timeout, limits=limits)
+            return _code_answer(once)
+        async with runtime.lease() as sandbox:
+            files = _placed(files, _workdir(sandbox))
             if files:
                 await sandbox.write_files(files)
             ran = await sandbox.run(
-                request.code, request.language, stdin=request.stdin, timeout=run_timeout, limits=limits
+                request.code,
+                request.language,
+                stdin=request.stdin,
+                timeout=run_timeout,
+                limits=limits,
+                compile_timeout=caps.timeout(request.compile_timeout, max_timeout),
             )
-        broken = _infra_failure(step for step in (compiled, ran) if step is not None)
-        fetched = await _fetch(sandbox, request.fetch_files) if broken is None else {}
-        return _code_answer(compiled, ran, sandbox.id, fetched)
+            broken = _infra_failure(step for step in (ran.compile, ran) if step is not None)
+            fetched = await _fetch(sandbox, request.fetch_files) if broken is None else {}
+            return _code_answer(ran, sandbox.id, fetched)
+    except UnsupportedLanguage as exc:
+        raise Problem(400, "unsupported_language", f"language {request.language!r} is not served here: {exc}") from None
 
 
 async def run_jupyter(runtime: Runtime | Runs, request: RunJupyterRequest, *, max_timeout: float) -> RunJupyterResponse:
@@ -203,11 +197,14 @@ async def run_jupyter(runtime: Runtime | Runs, request: RunJupyterRequest, *, ma
 # -- from our results to SandboxFusion's --------------------------------------------------------
 
 
-def _code_answer(
-    compiled: ExecResult | None, ran: ExecResult | None, pod: str | None = None, files: dict[str, str] | None = None
-) -> RunCodeResponse:
-    """``SandboxError`` (with the infrastructure's message) if a step hit ``infra_error``,
-    else ``Success`` if every step was ``ok``, else ``Failed``."""
+def _code_answer(result: ExecResult, pod: str | None = None, files: dict[str, str] | None = None) -> RunCodeResponse:
+    """SandboxFusion's answer to a run: its compile phase, if it had one, as
+    ``compile_result``, and the program's run as ``run_result`` unless the compile did not
+    succeed (the result is then the compile's, and nothing ran). ``SandboxError`` (with the
+    infrastructure's message) if a step hit ``infra_error``, else ``Success`` if every step
+    exited 0, else ``Failed``."""
+    compiled = result.compile
+    ran = result if compiled is None or compiled.ok else None
     steps = [step for step in (compiled, ran) if step is not None]
     failure = _infra_failure(steps)
     if failure is not None:
@@ -324,13 +321,6 @@ def _limits(pool: RunLimits, memory_mb: int, max_timeout: float) -> RunLimits | 
     return caps.run_limits(pool, asked, max_timeout)
 
 
-def _require_cpp(sandbox: LeasedSandbox | CountedSandbox) -> None:
-    languages = sandbox.hello.get("languages", [])
-    if not {"bash", "cpp"} <= set(languages):
-        have = ", ".join(languages)
-        raise Problem(400, "unsupported_language", f"cpp needs g++ and bash; these sandboxes have {have}")
-
-
 # -- the routes -----------------------------------------------------------------------------------
 
 
@@ -348,7 +338,14 @@ async def run_jupyter_route(request: web.Request) -> web.Response:
 
 ROUTES: tuple[Route, ...] = (
     Route(
-        "POST", "/run_code", run_code_route, "SandboxFusion's run_code", RunCodeRequest, RunCodeResponse, operation="run_code"
+        "POST",
+        "/run_code",
+        run_code_route,
+        "SandboxFusion's run_code",
+        RunCodeRequest,
+        RunCodeResponse,
+        operation="run_code",
+        errors=(409,),
     ),
     Route(
         "POST",
@@ -358,5 +355,6 @@ ROUTES: tuple[Route, ...] = (
         RunJupyterRequest,
         RunJupyterResponse,
         operation="run_jupyter",
+        errors=(409,),
     ),
 )
