@@ -1,0 +1,51 @@
+"""The OpenAPI document against the service it describes: schemathesis, with every check it
+has, generates requests from ``/openapi.json`` (valid and invalid ones, undeclared methods,
+sequences that lease, use and delete sandboxes) and sends them to a real service on the local
+backend; any finding (a 500, a valid request refused, an invalid one accepted, an answer or
+status the document does not list, a 405 without ``Allow``...) fails the test with
+schemathesis' report.
+
+The token may hold two leases of a pool of four sandboxes, so the generated leases never
+exhaust the pool's capacity: a 503 there would be the service saying so, which the
+``not_a_server_error`` check counts as a finding. The seed is fixed, so a run is reproducible;
+run ``st run`` with other seeds (``--seed``) to hunt further.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import anyio
+import pytest
+
+from gem_sandbox.service import TokenPolicy
+from tests.service_fixtures import serving
+
+pytest.importorskip("schemathesis", reason="schemathesis is in the test extra (pip install -e '.[test]')")
+
+pytestmark = pytest.mark.anyio
+
+FUZZER = TokenPolicy(name="fuzzer", secret="fuzzer-secret", max_leases=2)
+SEED = "20261204"
+EXAMPLES = "25"  # per operation and phase: about half a minute on two cores
+
+
+async def test_schemathesis_with_every_check_finds_nothing() -> None:
+    async with serving("local", tokens=(FUZZER,)) as service:
+        command = [
+            sys.executable, "-m", "schemathesis.cli", "run", f"{service.url}/openapi.json",
+            "--checks", "all",
+            "--header", f"Authorization: Bearer {FUZZER.secret}",
+            "--max-examples", EXAMPLES,
+            "--seed", SEED,
+            "--workers", "2",
+            "--request-timeout", "60",
+            "--generation-database", "none",
+            "--no-color",
+        ]  # fmt: skip
+        finished = await anyio.run_process(command, check=False)
+    report = finished.stdout.decode(errors="replace") + finished.stderr.decode(errors="replace")
+    assert finished.returncode == 0, report
+    tested = re.search(r"(\d+) generated, \1 passed", report)
+    assert tested is not None and int(tested[1]) > 0, report
