@@ -13,11 +13,10 @@ and which may have no deadline. Its verdict comes from the same observations as 
 """
 
 import asyncio
-import logging
 import os
 import signal
 
-from . import children, files, languages, results
+from . import children, languages, results
 from .children import Child
 from .forked import exit_outcome
 from .limits import Limits
@@ -25,7 +24,6 @@ from .pipes import Capture, Count, PipeReader, PipeWriter
 from .protocol import COMPILE_TIMEOUT, Refused, text_bytes
 from .zygote import ForkFailed
 
-log = logging.getLogger(__name__)
 NO_ROOM = "gem-sandbox: the sandbox's process limit is full; the run could not start"
 
 SETTLE = 1.0  # seconds for pipes and exit statuses to settle after the final kill
@@ -141,12 +139,11 @@ class Runner(Part):
         finally:
             if gone is None:
                 gone = await self.tenants.kill(tenant)
-            for path in [scratch] * (language != "python") + [home] * (home is not None):
-                try:  # its writers are dead (or the uid is held back, and reset empties /tmp)
-                    files.remove_tree(path)
-                except OSError as exc:
-                    log.warning("removing %s failed: %s", path, exc)
-            self.tenants.release(tenant, clean=gone)
+            # Its writers are dead (or its uid is held back, and reset empties /tmp). A
+            # removal that takes long goes on after the verdict, the uid held back till then.
+            left = [scratch] * (language != "python") + [home] * (home is not None)
+            swept = await self.workspace.sweep(left)
+            self.tenants.release(tenant, clean=gone and swept)
             self.loop.call_soon(self.prepare_spare)
 
     def prepare_spare(self):

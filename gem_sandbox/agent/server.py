@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 
-from . import files, ipc, languages, linux, protocol
+from . import files, languages, linux, netns, protocol
 from .cgroup import OomCounter
 from .children import Reaper
 from .kernels import Kernels
@@ -22,8 +22,9 @@ from .pipes import PipeReader, PipeWriter
 from .protocol import Refused
 from .runs import Runner
 from .shells import Shells
+from .sweeper import Sweeper
 from .tenants import Tenants, snapshot
-from .workspace import RUN_PATH, Workspace
+from .workspace import CLEAR_PATIENCE, RUN_PATH, Workspace
 from .zygote import DirectForker
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 FEATURES = ["run", "kernel", "shell", "files", "reset", "stats", "spawn"]
 FLUSH_PATIENCE = 2.0  # seconds to get the last responses out at shutdown
 TRIM_SLACK_KB = 4096  # growth over the idle size that a reset gives back to the kernel
+SOCKET_PATIENCE = 0.5  # seconds a reset waits for the sockets of killed processes to close
 
 
 class Agent:
@@ -42,13 +44,16 @@ class Agent:
         self.idle_rss_kb = 0  # set once serving: what a reset trims the agent back towards
         self.stopping = asyncio.Event()
         self.reaper = Reaper(loop)
+        self.own_network = netns.own_namespace()  # see netns: only then are sockets counted
+        if self.own_network:
+            netns.disable_time_wait()
         self.tenants = Tenants(config, self.reaper)
         if zygote is None:
             self.forker = DirectForker(self.reaper, self.tenants)
         else:
             zygote.attach(loop, self.reaper, self.tenants, self.fail)
             self.forker = zygote
-        self.workspace = Workspace(config, self.tenants.gid)
+        self.workspace = Workspace(config, self.tenants.gid, Sweeper(loop, self.reaper, self.tenants))
         self.workspace.prepare()
         programs = languages.find_programs(RUN_PATH)
         oom = OomCounter(config.oom_counter)
@@ -178,12 +183,19 @@ class Agent:
         self.shells.forget_all()
         self.tenants.recover()
         try:
-            self.workspace.clear()
+            cleared = await self.workspace.clear()
         except OSError as exc:
             raise Refused(
                 "reset_failed", "emptying the work and tmp dirs failed: %s" % exc
             ) from None
+        if not cleared:
+            raise Refused(
+                "reset_failed",
+                "the work and tmp dirs could not be emptied in %.0f s; retire this sandbox"
+                % CLEAR_PATIENCE,
+            )
         self.reaper.reap()  # what the last kill left as zombies is gone before the answer
+        await self._sockets_closed()
         problems = self._leftovers()
         if problems:
             raise Refused("reset_failed", "; ".join(problems))
@@ -194,15 +206,27 @@ class Agent:
         """What a tenant left that the next one could see: user processes, files in the
         work and tmp dirs, System V IPC objects."""
         problems = []
-        strays = self.tenants.strays(snapshot())
+        strays = self.tenants.strays()
         if strays:
             problems.append("user processes %s survived" % sorted(strays))
+        if self.workspace.sweeper.busy:
+            problems.append("files of a run are still being removed")
         left = self.workspace.leftovers()
         if left:
             problems.append("%s not empty" % ", ".join(left))
-        if ipc.objects():
+        if self.tenants.ipc_left():
             problems.append("System V IPC objects survived")
+        if self.own_network and netns.sockets():
+            problems.append("%d TCP/UDP sockets survived (TIME_WAIT?)" % netns.sockets())
         return problems
+
+    async def _sockets_closed(self):
+        """The kernel closes the sockets of killed processes as it tears them down: give it
+        a moment."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SOCKET_PATIENCE
+        while self.own_network and netns.sockets() and loop.time() < deadline:
+            await asyncio.sleep(0.01)
 
     def _trim(self):
         if _rss_kb() > self.idle_rss_kb + TRIM_SLACK_KB:  # collecting costs ~5 ms: when due

@@ -32,7 +32,9 @@ from .protocol import Refused
 log = logging.getLogger(__name__)
 
 TOKEN_VAR = "GEM_SANDBOX_TOKEN"
-KILL_PATIENCE = 2.0  # seconds to keep killing before giving up on a process
+KILL_PATIENCE = 2.0  # seconds to keep killing while no process of the kill's dies
+RUN_KILL_LIMIT = 2.0  # seconds a run's verdict waits for its tenant's processes to be gone
+RESET_KILL_LIMIT = 6.0  # seconds a reset waits for them, while they keep dying
 
 
 class Tenant:
@@ -132,6 +134,9 @@ class Tenants:
         self.forked = set()  # children forked for the agent that it has heard of, until they end
         self.zygote = None  # the fork server's pid (uid mode): see _alive
         self.tokens = set()  # every token handed out since the last reset: escapes keep theirs
+        # The process table the last kill ended on, until a tenant is next acquired: no user
+        # process can have started since, so the clean check needs no second /proc pass.
+        self.settled = None
 
     @property
     def isolation(self):
@@ -152,6 +157,7 @@ class Tenants:
             uid = self.free_uids.popleft()
         gid = uid if own_group and self.uid_mode else self.gid
         tenant = Tenant(uid, gid, os.urandom(8).hex())  # as secrets would, without hashlib
+        self.settled = None
         self.in_use.add(tenant)
         self.tokens.add(tenant.token)
         return tenant
@@ -192,8 +198,11 @@ class Tenants:
         found = roots | descendants(table, roots)
         return set(p for p in found if p in table and p not in self.exempt)
 
-    def strays(self, table):
-        """Pids of every live user process of the sandbox: what reset kills."""
+    def strays(self, table=None):
+        """Pids of every live user process of the sandbox (in ``table``; by default the
+        one the last kill ended on while still true, else a new snapshot): what reset
+        kills."""
+        table = table or self.settled or snapshot()
         found = descendants(table, [self.agent_pid])
         if self.uid_mode:
             found.update(p.pid for p in table.values() if p.uid in self.uid_range)
@@ -216,6 +225,8 @@ class Tenants:
     def _ended(self, pid):
         self.exempt.discard(pid)
         self.forked.discard(pid)
+        if self.settled is not None:  # the table stays true: only the agent's helper left it
+            self.settled.pop(pid, None)
 
     def _alive(self, table, pids):
         """The live user processes among ``pids``. A child the zygote forked whose pid the
@@ -238,7 +249,7 @@ class Tenants:
             pids = self.members(tenant, table) - spare
             return set(p for p in pids if not (table[p].zombie and table[p].ppid in spare))
 
-        gone = await self._kill_until_gone(select, helpers=not spare)
+        gone = await self._kill_until_gone(select, not spare, RUN_KILL_LIMIT)
         if gone and not spare and self.uid_mode:
             # What a run made in System V IPC lives no longer than the run: a segment would
             # otherwise stay resident, beyond the run's memory limit, owned by no process.
@@ -254,10 +265,9 @@ class Tenants:
             killed.update(pids)
             return pids
 
-        if not await self._kill_until_gone(select, helpers=True):
-            log.error("user processes survived a kill of the whole sandbox")
-        if not await self.remove_ipc(self.uid_range if self.uid_mode else ()):
-            log.error("System V IPC objects survived a kill of the whole sandbox")
+        # What fails here is reported by the reset's check, and the host retires the sandbox.
+        await self._kill_until_gone(select, True, RESET_KILL_LIMIT)
+        await self.remove_ipc(self.uid_range if self.uid_mode else ())
         return len(killed)
 
     def recover(self):
@@ -267,24 +277,34 @@ class Tenants:
             taken = set(t.uid for t in self.in_use)
             self.free_uids = collections.deque(u for u in self.uid_range if u not in taken)
 
-    async def _kill_until_gone(self, select, helpers):
+    async def _kill_until_gone(self, select, helpers, limit):
+        """Kill what ``select(table)`` picks until it picks nothing (True). Under load the
+        kernel may take seconds to tear processes down: patience lasts while they keep
+        dying (the count reaches a new low within :data:`KILL_PATIENCE`), up to ``limit``
+        seconds. False then: the caller holds the uid back or the reset fails, and the host
+        replaces the sandbox."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + KILL_PATIENCE
+        now = loop.time()
+        limit_at, stalled_at, fewest = now + limit, now + KILL_PATIENCE, None
+        self.settled = None
         pause = 0.0005
         while True:
             self.reaper.reap()
             table = snapshot()
             pids = select(table)
             if not pids:
+                self.settled = table
                 return True
-            if loop.time() > deadline:
-                log.error("processes %s survived SIGKILL for %.1fs", sorted(pids), KILL_PATIENCE)
+            now = loop.time()
+            if fewest is None or len(pids) < fewest:
+                fewest, stalled_at = len(pids), now + KILL_PATIENCE
+            if now > min(limit_at, stalled_at):
+                log.warning("%d processes outlived SIGKILL for %.1fs", len(pids), now - limit_at + limit)
                 return False
             if helpers and self.uid_mode:
                 for uid in set(table[p].uid for p in pids if table[p].uid in self.uid_range):
                     await self._kill_as(uid)
-            for pid in pids:
-                _sigkill(pid)
+            _stop_then_kill(pids)
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.05)
 
@@ -313,6 +333,16 @@ class Tenants:
 
         if self.uid_mode:
             await self._as_uid(tenant.uid, send)
+
+    def ipc_left(self):
+        """Whether System V IPC objects that runs made are left: created by a run's uid (in
+        token mode the agent's, which runs share). Objects of other creators are not the
+        sandbox's: where the IPC namespace is the host's (the process backend) other
+        software holds them."""
+        owners = ipc.creators()
+        if self.uid_mode:
+            return any(uid in self.uid_range for uid in owners)
+        return self.agent_uid in owners
 
     async def remove_ipc(self, uids):
         """Remove the System V IPC objects that ``uids`` created (token mode: all of them,
@@ -351,8 +381,12 @@ def _signal_group(pid, signum):
         os.kill(pid, signum)
 
 
-def _sigkill(pid):
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
+def _stop_then_kill(pids):
+    """Stop them all, then kill them all: a stopped process forks no more, so a fork bomb
+    cannot refill the process slots its killed members free while the pass goes on."""
+    for signum in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass

@@ -1,11 +1,13 @@
 """The work dir, the tmp dirs, and the environment every run starts from."""
 
+import asyncio
 import os
 
-from . import files
 from .protocol import Refused
 
 RUN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SWEEP_PATIENCE = 0.5  # seconds a run's verdict waits for its dirs to be removed
+CLEAR_PATIENCE = 8.0  # seconds a reset waits for the dirs to be emptied (the host's is 10)
 THREAD_VARS = (
     "OMP_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
@@ -24,7 +26,8 @@ class Workspace:
     ``1777`` as usual.
     """
 
-    def __init__(self, config, gid):
+    def __init__(self, config, gid, sweeper):
+        self.sweeper = sweeper  # removes large trees off the event loop
         self.workdir = os.path.realpath(config.workdir)
         self.tmpdir = os.path.realpath(config.tmpdir)
         self.scratch = [os.path.realpath(path) for path in config.scratch]
@@ -53,10 +56,29 @@ class Workspace:
             for path in self.tmp_dirs:
                 os.chmod(path, 0o1777)
 
-    def clear(self):
-        for path in [self.workdir] + self.tmp_dirs:
-            files.empty_dir(path)
+    async def sweep(self, paths):
+        """Remove a tenant's own dirs; True when they are gone within
+        :data:`SWEEP_PATIENCE`, else their removal goes on (and the tenant's verdict
+        need not wait for a million files to go)."""
+        if not paths:
+            return True
+        removed = self.sweeper.remove(paths)
+        await asyncio.wait([removed], timeout=SWEEP_PATIENCE)
+        return removed.done() and removed.result()
+
+    async def clear(self):
+        """Empty the dirs, waiting up to :data:`CLEAR_PATIENCE` for removals still going
+        on and for this one; True when they are empty and prepared again."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLEAR_PATIENCE
+        if not await self.sweeper.settle(CLEAR_PATIENCE):
+            return False
+        emptied = self.sweeper.empty([self.workdir] + self.tmp_dirs)
+        await asyncio.wait([emptied], timeout=max(0.0, deadline - loop.time()))
+        if not (emptied.done() and emptied.result()):
+            return False
         self.prepare()
+        return True
 
     def private_dir(self, tenant):
         """A new dir in the tmpdir that only ``tenant`` can enter: a shared run's cwd, HOME

@@ -62,6 +62,7 @@ def container_kwargs(opts: DockerOptions, spec: SandboxSpec, agent_argv: list[st
         environment={"HOME": "/work", **{var: threads for var in THREAD_VARS}},
         labels=reaping.labels(spec),
         network_mode=opts.network_mode,
+        sysctls={} if opts.network_mode == "host" else {"net.ipv4.tcp_max_tw_buckets": "0"},  # agent.netns
         read_only=opts.read_only,
         tmpfs={
             "/tmp": f"size={spec.tmp_mb}m,mode=1777,exec,nosuid,nodev",
