@@ -18,7 +18,9 @@ right beside what they are compared with:
   ``python3`` in the same sandboxing, how many stateful sandboxes fit at once (2,000 tried), and
   where a local sandbox's start goes (see :mod:`.footprint`);
 * ``ray``: calls through the Ray runtime on a cluster of one and two nodes vs the same pool used
-  directly (see :mod:`.ray_cluster`).
+  directly (see :mod:`.ray_cluster`);
+* ``release``: 400 local and 100 Docker stateful sandboxes released together vs one by one
+  (see :mod:`.mass_release`, whose command line takes smaller numbers).
 """
 
 from __future__ import annotations
@@ -379,6 +381,12 @@ def bench_ray() -> list[Row]:
     return run()
 
 
+def bench_release() -> list[Row]:
+    from .mass_release import run
+
+    return run()
+
+
 BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "local": lambda: anyio.run(bench_local),
     "docker": lambda: anyio.run(bench_docker),
@@ -388,6 +396,7 @@ BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "e2b": bench_e2b,
     "footprint": bench_footprint,
     "ray": bench_ray,
+    "release": bench_release,
 }
 
 
