@@ -3,11 +3,14 @@ and on the oldest Python the agent supports."""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 
+from gem_sandbox.agent import ipc
 from gem_sandbox.sandbox.backends.local import ProcessBackend
 from gem_sandbox.sandbox.backends.local import process as local
 from gem_sandbox.sandbox.client import open_sandbox
@@ -72,3 +75,49 @@ async def test_the_agent_runs_on_python_3_8():
         await sb.write_files({"f.txt": "x"})
         assert await sb.read_files(["f.txt"]) == {"f.txt": b"x"}
         await sb.reset()
+
+
+MAKE_SEGMENT = "import ctypes; print(ctypes.CDLL(None).shmget(0, 4096, 0o1000 | 0o600))"
+
+
+@pytest.fixture
+def foreign_ipc() -> Iterator[set[tuple[str, int]]]:
+    """System V IPC objects other software holds in the host's namespace (made here, by this
+    test process's uid, which is no run's), removed afterwards: ``{(kind, id)}``."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    ipc_private, ipc_creat = 0, 0o1000
+    made = {
+        ("shm", libc.shmget(ipc_private, 4096, ipc_creat | 0o600)),
+        ("sem", libc.semget(ipc_private, 1, ipc_creat | 0o600)),
+        ("msg", libc.msgget(ipc_private, ipc_creat | 0o600)),
+    }
+    try:
+        assert all(ident >= 0 for _, ident in made), f"could not make System V objects: {made}"
+        yield made
+    finally:
+        remove = {
+            "shm": lambda ident: libc.shmctl(ident, ipc.IPC_RMID, None),
+            "sem": lambda ident: libc.semctl(ident, 0, ipc.IPC_RMID),
+            "msg": lambda ident: libc.msgctl(ident, ipc.IPC_RMID, None),
+        }
+        for kind, ident in made:
+            if ident >= 0:
+                remove[kind](ident)
+
+
+@pytest.mark.parametrize("as_nobody", [False, True], ids=["root_uid_mode", "nobody_token_mode"])
+async def test_its_reset_and_clean_check_count_only_the_ipc_objects_its_runs_made(
+    foreign_ipc: set[tuple[str, int]], as_nobody: bool
+) -> None:
+    if as_nobody and (os.geteuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK)):
+        pytest.skip("needs root to start the agent as another user, and /usr/bin/python3")
+    backend = ProcessBackend(python=SYSTEM_PYTHON, user=65534) if as_nobody else ProcessBackend()
+    async with open_sandbox(backend, SPEC) as sb:
+        result, clean = await sb.run_stateless("print(1)")
+        assert (result.status, clean) == (Status.OK, True)
+        made = await sb.run(MAKE_SEGMENT)
+        assert made.status is Status.OK and int(made.stdout) >= 0, made
+        await sb.reset()
+    left = set((kind, ident) for kind, ident, _ in ipc.objects())
+    assert ("shm", int(made.stdout)) not in left, "the run's own segment outlived the reset"
+    assert foreign_ipc <= left, "the sandbox removed System V objects it did not make"
