@@ -58,6 +58,9 @@ def document(routes: Sequence[Route], languages: Sequence[str] | None = None) ->
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, refs)
+        links = _links(route, routes)
+        if links:
+            paths[route.path][route.method.lower()]["responses"][str(route.status)]["links"] = links
     return {
         "openapi": "3.1.0",
         "info": {
@@ -106,6 +109,19 @@ def _operation(route: Route, refs: dict[Any, Any]) -> dict[str, Any]:
     operation["responses"] = {str(route.status): answer} | errors
     operation["security"] = [] if route.public else [{"bearer": []}]
     return operation
+
+
+def _links(route: Route, routes: Sequence[Route]) -> dict[str, Any]:
+    """What a route that creates something (201 with an ``id``) leads to: every route under
+    its path that takes that id."""
+    if route.status != 201 or route.answer is None or "id" not in route.answer.model_fields:
+        return {}
+    below = f"{route.path}/{{id}}"
+    return {
+        other.operation_id: {"operationId": other.operation_id, "parameters": {"id": "$response.body#/id"}}
+        for other in routes
+        if other.path == below or other.path.startswith(below + "/")
+    }
 
 
 def _errors(route: Route) -> set[int]:
