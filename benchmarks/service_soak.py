@@ -81,7 +81,8 @@ class ServiceSoakReport:
 
     @property
     def bad(self) -> int:
-        return self.lost + self.misattributed + self.wrong_status + self.dirty + self.seats_held_after + self.leased_after
+        wrong = self.lost + self.misattributed + self.wrong_status + self.dirty
+        return wrong + self.seats_held_after + self.leased_after
 
     def tally(self, kind: str, outcome: str) -> None:
         self.calls.setdefault(kind, Counter())[outcome] += 1
@@ -297,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sandboxes", type=int, default=8)
     parser.add_argument("--hostile", type=float, default=0.1, help="share of hostile payloads")
     parser.add_argument("--abandon", type=float, default=0.05, help="share of calls whose client leaves mid-run")
-    parser.add_argument("--restart-at", type=float, default=None, help="seconds in: restart dockerd once (docker, root)")
+    parser.add_argument("--restart-at", type=float, help="seconds in: restart dockerd once (docker, root)")
     args = parser.parse_args(argv)
     report = anyio.run(
         lambda: service_soak(

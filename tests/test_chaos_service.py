@@ -38,7 +38,9 @@ ONE = {"max_size": 1, "min_idle": 1, "health_interval": 3600.0}
 LONG_RUN = {"code": "import time; time.sleep(60); print('too late')", "language": "python", "timeout": 90}
 
 
-async def struck(service: Service, route: str, body: dict[str, Any], fault: Callable[[], Awaitable[None]]) -> tuple[int, dict[str, Any], float]:
+async def struck(
+    service: Service, route: str, body: dict[str, Any], fault: Callable[[], Awaitable[None]]
+) -> tuple[int, dict[str, Any], float]:
     """Post ``body`` to ``route``, apply ``fault`` once the run holds the pool; the status,
     the answer and the seconds from the fault to the answer."""
     answers: list[tuple[int, dict[str, Any]]] = []

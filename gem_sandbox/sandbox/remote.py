@@ -7,9 +7,10 @@ Each logical request is retried (tenacity: exponential backoff with jitter, a fe
 bounded time) when the connection fails or the service answers that it did nothing and when to
 come back (429, 503, honouring ``Retry-After``). A request that changes something carries one
 ``Idempotency-Key`` on every attempt, so a retry gets the first attempt's answer instead of
-running the code twice. What still fails ends as a local pool's failure would: a run as an
-``infra_error`` result, anything else as a typed error (:func:`_error` maps the service's error
-answers to the sandbox layer's errors).
+running the code twice, and an ``X-Request-Timeout`` saying how long the client waits, so the
+service answers 503 instead of keeping it waiting for a sandbox past that. What still fails
+ends as a local pool's failure would: a run as an ``infra_error`` result, anything else as a
+typed error (:func:`_error` maps the service's error answers to the sandbox layer's errors).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from gem_sandbox.sandbox.result import ExecResult
 log = logging.getLogger(__name__)
 
 KEY_HEADER = "Idempotency-Key"
+DEADLINE_HEADER = "X-Request-Timeout"  # how long this client waits: the service's wait for a seat ends sooner
 MARGIN = 30.0  # seconds past a request's own deadline that the client waits for its answer
 CONNECT_TIMEOUT = 10.0  # seconds to open a connection to the service
 ATTEMPTS = 5  # tries of one logical request
@@ -248,6 +250,9 @@ class RemotePool(HeldPool["RemoteSandbox"]):
         headers = {"Content-Type": "application/json"} if data is not None else {}
         if method != "GET":
             headers[KEY_HEADER] = str(uuid.uuid4())  # one per logical request, the same on every retry
+        patience = wait if budget is None else budget
+        if not public and patience > 0:
+            headers[DEADLINE_HEADER] = f"{patience:g}"
         url = (self.url if public else self._base) + path
         retrying = AsyncRetrying(
             stop=stop_after_attempt(ATTEMPTS) | stop_after_delay(wait + RETRY_WINDOW if budget is None else budget),

@@ -84,7 +84,9 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         CLAIM.reset(claimed)
 
 
-async def _admitted(request: web.Request, handler: Handler, service: Service, tenant: Tenant) -> web.StreamResponse:
+async def _admitted(
+    request: web.Request, handler: Handler, service: Service, tenant: Tenant
+) -> web.StreamResponse:
     """The request within its token's quotas, once, as its idempotency key says."""
     with tenant.admitted():
         body = await _body(request, service)
