@@ -115,6 +115,14 @@ def available_mb() -> int:
     raise RuntimeError("no MemAvailable in /proc/meminfo")
 
 
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 # --- baselines --------------------------------------------------------------------------
 
 
@@ -224,7 +232,7 @@ class FitRun:
         self.replaced = 0  # released sandboxes whose reset failed (retired, not reused)
         self.round_ms: list[float] = []
         self.wrong = 0
-        self.pss_mb = 0.0
+        self.pss_mb = self.machine_mb = self.host_mb = 0.0
         self.left = 0
         self.stopped_early = False
 
@@ -232,12 +240,16 @@ class FitRun:
         backend = LocalBackend()
         config = PoolConfig(min_idle=0, max_size=self.n, acquire_timeout=600, health_interval=600)
         async with SandboxPool(backend, config) as pool:
+            available, host = available_mb(), _rss_mb()
             start = time.perf_counter()
             launching = anyio.CapacityLimiter(LAUNCHING)
             async with anyio.create_task_group() as tg:
                 for i in range(self.n):
                     tg.start_soon(self._hold, pool, i, launching)
             self.up_s = time.perf_counter() - start
+            if self.held:
+                self.machine_mb = (available - available_mb()) / len(self.held)
+                self.host_mb = (_rss_mb() - host) / len(self.held)
             self.held.sort(key=lambda held: held[0])
             ids = [sandbox.id for _, sandbox in self.held]
             processes = await anyio.to_thread.run_sync(local_processes, ids)
@@ -305,6 +317,8 @@ class FitRun:
         return [
             Row(f"{what}, all up", self.up_s, None, "s"),
             Row(f"{what}, PSS each", self.pss_mb, None, "MB"),
+            Row(f"{what}, the machine's available memory each (all in)", self.machine_mb, None, "MB"),
+            Row(f"{what}, the pool's own memory each", self.host_mb, None, "MB"),
             Row(f"{what}, concurrent kernel round, slowest", max(self.round_ms, default=0.0), None, "ms"),
             Row(f"{what}, concurrent kernel round, p50", percentile(self.round_ms or [0.0], 50), None, "ms"),
             Row(f"{what}, kernels answering right within 1 s", within - self.wrong, None, "kernels"),
