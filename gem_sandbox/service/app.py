@@ -24,7 +24,7 @@ from aiohttp.abc import AbstractAccessLogger
 from gem_sandbox.sandbox.errors import SandboxError
 from gem_sandbox.service import e2b, fusion, ops, v1
 from gem_sandbox.service.admission import CLAIM, DEADLINE_HEADER, Claim
-from gem_sandbox.service.errors import Problem, problem_for
+from gem_sandbox.service.errors import ERROR, Problem, Shape, problem_for
 from gem_sandbox.service.replays import KEY_HEADER, Answer
 from gem_sandbox.service.route import TABLE, Handler, Route
 from gem_sandbox.service.access import Tenant
@@ -39,6 +39,7 @@ _TOKEN_IN_PATH = re.compile(r"^/t/[^/]+")
 #: Every route but e2b's, each API's from its own module.
 ROUTES: tuple[Route, ...] = (*ops.ROUTES, *v1.ROUTES, *fusion.ROUTES)
 _PUBLIC = frozenset(route.handler for route in ROUTES if route.public)
+_SHAPES = {route.handler: route.shape for route in ROUTES}
 _E2B = {endpoint.handler: endpoint for endpoint in e2b.ROUTES}
 
 
@@ -159,20 +160,20 @@ def as_problem(exc: Exception) -> Problem:
     return Problem(500, "internal", f"the service failed ({type(exc).__name__}); this is a bug, please report it")
 
 
-def render(problem: Problem) -> web.Response:
-    return web.json_response(problem.body(), status=problem.status, headers=problem.headers())
+def render(problem: Problem, shape: Shape = ERROR) -> web.Response:
+    return web.json_response(shape.body(problem), status=problem.status, headers=problem.headers())
 
 
 def _error_answer(request: web.Request, exc: Exception) -> web.Response:
     """The error answer in the shape of the request's API: e2b's paths, served or not, in
-    e2b's shapes (a path of e2b's with no route here is e2b's unserved one), the rest as
-    ``{"error": ...}``."""
+    e2b's shapes (a path of e2b's with no route here is e2b's unserved one), the rest in their
+    route's :class:`Shape` (SandboxFusion's ``{"detail"}``, the service's ``{"error"}``)."""
     endpoint = _E2B.get(request.match_info.route.handler)
     if endpoint is not None:
         return endpoint.render(as_problem(exc))
     e2b_render = e2b.render_for(request.path) if request.match_info.http_exception is not None else None
     if e2b_render is None:
-        return render(as_problem(exc))
+        return render(as_problem(exc), _SHAPES.get(request.match_info.route.handler, ERROR))
     if isinstance(exc, web.HTTPNotFound):
         return e2b_render(e2b.unserved(request.path, Service.of(request).options.e2b_compatible))
     return e2b_render(as_problem(exc))

@@ -8,7 +8,9 @@ Handlers raise a :class:`Problem` (or one of the sandbox layer's typed errors, w
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
 
 from gem_sandbox.sandbox.errors import (
     AcquireTimeout,
@@ -47,6 +49,33 @@ class Problem(Exception):
             headers["Retry-After"] = str(max(1, math.ceil(self.retry_after)))
         return headers
 
+
+@dataclass(frozen=True)
+class Shape:
+    """How an API writes its errors: the body for a problem, and that body's JSON schema
+    (named ``name`` in the OpenAPI document)."""
+
+    name: str
+    body: Callable[[Problem], dict[str, Any]]
+    schema: dict[str, Any]
+
+
+#: The service's own errors (``/v1`` and the operations): ``{"error": {"type", "message"}}``.
+ERROR = Shape(
+    "Error",
+    Problem.body,
+    {
+        "type": "object",
+        "properties": {
+            "error": {
+                "type": "object",
+                "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+                "required": ["type", "message"],
+            }
+        },
+        "required": ["error"],
+    },
+)
 
 #: The agent's refusals that name a mistake in the request (a bad env name, a path outside the
 #: work dir), as opposed to its own failures: the caller's, so 400, never 500.

@@ -28,7 +28,7 @@ from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service import caps
 from gem_sandbox.service.caps import Seconds
 from gem_sandbox.service.codec import decode_files, encode_files, work_path
-from gem_sandbox.service.errors import Problem, bad_request
+from gem_sandbox.service.errors import ERROR, Problem, Shape, bad_request
 from gem_sandbox.service.fields import INTEGRAL, FetchPath, PlacedFiles, PlacedFilesOrNull
 from gem_sandbox.service.route import Route
 from gem_sandbox.service.runs import CountedSandbox, Runs
@@ -76,6 +76,18 @@ class RunJupyterRequest(BaseModel):
 
 
 RunStatus = Literal["Success", "Failed", "SandboxError"]
+
+#: SandboxFusion's errors, as its FastAPI server writes them (``{"detail": "..."}``), with the
+#: service's own ``error`` beside it for clients of both.
+FUSION_ERROR = Shape(
+    "FusionError",
+    lambda problem: {"detail": problem.message, **problem.body()},
+    {
+        "type": "object",
+        "properties": {"detail": {"type": "string"}, "error": ERROR.schema["properties"]["error"]},
+        "required": ["detail", "error"],
+    },
+)
 
 
 class CommandRunResult(BaseModel):
@@ -346,6 +358,7 @@ ROUTES: tuple[Route, ...] = (
         RunCodeResponse,
         operation="run_code",
         errors=(409,),
+        shape=FUSION_ERROR,
     ),
     Route(
         "POST",
@@ -356,5 +369,6 @@ ROUTES: tuple[Route, ...] = (
         RunJupyterResponse,
         operation="run_jupyter",
         errors=(409,),
+        shape=FUSION_ERROR,
     ),
 )

@@ -19,17 +19,6 @@ if TYPE_CHECKING:
     from gem_sandbox.service.route import Route
 
 _REF = "#/components/schemas/{model}"
-_ERROR = {
-    "type": "object",
-    "properties": {
-        "error": {
-            "type": "object",
-            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
-            "required": ["type", "message"],
-        }
-    },
-    "required": ["error"],
-}
 _MUTATING = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 #: What each status means, as docs/service.md's table of errors says.
 _REASONS = {
@@ -52,7 +41,7 @@ def document(routes: Sequence[Route], languages: Sequence[str] | None = None) ->
     for route in routes:
         models += [m for m in (route.body, route.answer) if m is not None and m not in models]
     refs, schemas = models_json_schema([(m, "validation") for m in models], ref_template=_REF)
-    components = dict(schemas.get("$defs", {}), Error=_ERROR)
+    components = dict(schemas.get("$defs", {}), **{route.shape.name: route.shape.schema for route in routes})
     if languages:
         _only(components, sorted(languages))
     paths: dict[str, dict[str, Any]] = {}
@@ -103,7 +92,7 @@ def _operation(route: Route, refs: dict[Any, Any]) -> dict[str, Any]:
         answer["content"] = {route.media: {"schema": refs[(route.answer, "validation")]}}
     elif route.status != 204:
         answer["content"] = {route.media: {}}
-    errors = {str(status): _error(status) for status in sorted(_errors(route))}
+    errors = {str(status): _error(status, route.shape.name) for status in sorted(_errors(route))}
     if route.public:  # a public route answers its own shape, whatever its status
         errors = {status: dict(answer, description=_REASONS[int(status)]) for status in errors}
     operation["responses"] = {str(route.status): answer} | errors
@@ -133,8 +122,8 @@ def _errors(route: Route) -> set[int]:
     return common | set(route.errors) | ({404} if "{id}" in route.path else set())
 
 
-def _error(status: int) -> dict[str, Any]:
-    schema = {"$ref": _REF.format(model="Error")}
+def _error(status: int, shape: str) -> dict[str, Any]:
+    schema = {"$ref": _REF.format(model=shape)}
     return {"description": _REASONS.get(status, "see docs/service.md, Errors"), "content": {"application/json": {"schema": schema}}}
 
 

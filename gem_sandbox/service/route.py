@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from aiohttp import web
 from pydantic import BaseModel
 
+from gem_sandbox.service.errors import ERROR, Shape
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -26,6 +28,7 @@ class Route:
     operation: str = ""  # its OpenAPI operationId, when not the handler's name
     media: str = "application/json"  # the content type of its answer
     errors: tuple[int, ...] = ()  # error statuses of its own, past those every private route has
+    shape: Shape = ERROR  # how its errors look: its API's
 
     @property
     def operation_id(self) -> str:
