@@ -197,6 +197,22 @@ async def test_bad_bodies_answer_400_naming_the_problem(http: aiohttp.ClientSess
     assert error["type"] == "bad_request" and names in error["message"]
 
 
+async def test_reading_a_directory_answers_409_file_conflict(http: aiohttp.ClientSession) -> None:
+    sandbox = await lease(http)
+    async with http.put(f"/v1/sandboxes/{sandbox}/files", json={"files": {}, "directories": ["d"]}) as response:
+        assert response.status == 204
+    async with http.get(f"/v1/sandboxes/{sandbox}/files", params={"path": "d"}) as response:
+        assert response.status == 409
+        assert (await error_of(response))["type"] == "file_conflict"
+
+
+async def test_a_wrong_method_answers_405_naming_the_allowed_ones(http: aiohttp.ClientSession) -> None:
+    async with http.delete("/v1/run") as response:
+        assert response.status == 405
+        assert response.headers["Allow"] == "POST"
+        assert (await error_of(response))["type"] == "method_not_allowed"
+
+
 async def test_an_unknown_language_answers_400(http: aiohttp.ClientSession) -> None:
     async with http.post("/v1/run", json={"code": "1", "language": "cobol"}) as response:
         assert response.status == 400

@@ -51,6 +51,12 @@ async def test_a_served_routes_error_still_maps_to_the_sdks_exception(sandbox: e
         await e2b.AsyncSandbox.get_info("sb-none", api_url=sandbox.connection_config.api_url, api_key=ALPHA.secret)
 
 
+async def test_reading_a_directory_is_an_invalid_argument_as_on_envd(sandbox: e2b.AsyncSandbox) -> None:
+    await sandbox.files.make_dir("/home/user/d")
+    with pytest.raises(e2b.InvalidArgumentException, match="not a regular file"):
+        await sandbox.files.read("/home/user/d")
+
+
 async def raw(service: Service, method: str, path: str, **options: Any) -> tuple[int, dict[str, str], Any]:
     async with aiohttp.ClientSession(service.url) as http, http.request(method, path, **options) as response:
         return response.status, dict(response.headers), await response.json()

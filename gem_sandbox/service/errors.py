@@ -77,6 +77,9 @@ ERROR = Shape(
     },
 )
 
+#: How a write that ran out of room reads (ENOSPC, EDQUOT as the agent reports them).
+_NO_SPACE = ("No space left on device", "Disk quota exceeded")
+
 #: The agent's refusals that name a mistake in the request (a bad env name, a path outside the
 #: work dir), as opposed to its own failures: the caller's, so 400, never 500.
 _CALLERS_MISTAKES = frozenset({"bad_request", "unsafe_path"})
@@ -101,6 +104,8 @@ def problem_for(exc: SandboxError) -> Problem:
     if isinstance(exc, FileTransferError):
         if str(exc).startswith("not found"):
             return Problem(404, "file_not_found", str(exc))
+        if any(reason in str(exc) for reason in _NO_SPACE):
+            return Problem(507, "insufficient_storage", f"{exc}; write less, or remove files first")
         return Problem(409, "file_conflict", f"{exc}; the sandbox's files do not allow it as they are")
     if isinstance(exc, PoolClosed):
         return Problem(503, "unavailable", "the service is shutting down; retry on another instance", retry_after=5)

@@ -28,6 +28,7 @@ _REASONS = {
     408: "the body did not arrive within read_timeout",
     409: "the sandbox's files do not allow it (a directory where a file is named, a file over the read limit)",
     413: "the body is over max_body_bytes",
+    507: "the sandbox's disk is full",
     422: "an Idempotency-Key reused for a different request",
     429: "a quota of the token; Retry-After says when to come back",
     503: "no capacity in time, or the service is starting or shutting down; Retry-After says when to come back",

@@ -209,7 +209,7 @@ async def reset(request: web.Request) -> web.Response:
 
 SB = "/v1/sandboxes/{id}"
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/v1/run", one_shot, "One stateless run on any warm sandbox", OneShotBody, ExecResultModel, errors=(409,)),
+    Route("POST", "/v1/run", one_shot, "One stateless run on any warm sandbox", OneShotBody, ExecResultModel, errors=(409, 507)),
     Route("POST", "/v1/sandboxes", create_lease, "Lease a sandbox", LeaseBody, LeaseModel, status=201),
     Route("GET", "/v1/sandboxes", list_leases, "This token's leases", answer=LeaseList),
     Route("GET", SB, get_lease, "One lease", answer=LeaseModel),
@@ -218,7 +218,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{SB}/shell", shell, "A command in a persistent shell session", ShellBody, ExecResultModel),
     Route("POST", f"{SB}/kernel", kernel, "Code in a persistent Python namespace", KernelBody, ExecResultModel),
     Route("POST", f"{SB}/kernel/restart", kernel_restart, "Drop a kernel's namespace", KernelRestartBody, status=204),
-    Route("PUT", f"{SB}/files", write_files, "Write files into the work dir", WriteFilesBody, status=204, errors=(409,)),
-    Route("GET", f"{SB}/files", read_files, "Read files from the work dir", answer=FilesModel, query=ReadQuery, errors=(409,)),
+    Route("PUT", f"{SB}/files", write_files, "Write files into the work dir", WriteFilesBody, status=204, errors=(409, 507)),
+    Route("GET", f"{SB}/files", read_files, "Read files from the work dir", answer=FilesModel, query=ReadQuery, errors=(409, 507)),
     Route("POST", f"{SB}/reset", reset, "Back to a clean sandbox, keeping the lease", status=204),
 )

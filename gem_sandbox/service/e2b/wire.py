@@ -64,6 +64,7 @@ class Endpoint:
 def plain_error(problem: Problem) -> web.Response:
     """``{"code": <status>, "message": ...}``: e2b's REST API, envd's ``/files`` and ``/health``,
     and the code interpreter's routes."""
+    problem = _as_envd(problem)
     return web.json_response(
         {"code": problem.status, "message": problem.message}, status=problem.status, headers=_headers(problem)
     )
@@ -71,6 +72,7 @@ def plain_error(problem: Problem) -> web.Response:
 
 def connect_error(problem: Problem) -> web.Response:
     """A Connect error: its code names the problem (``not_found``, ``already_exists``...)."""
+    problem = _as_envd(problem)
     body = {"code": connect_code(problem), "message": problem.message}
     return web.json_response(body, status=problem.status, headers=_headers(problem))
 
@@ -78,6 +80,14 @@ def connect_error(problem: Problem) -> web.Response:
 def connect_code(problem: Problem) -> str:
     """The problem's own kind where it is a Connect code, else the one its status stands for."""
     return problem.kind if problem.kind in CONNECT_CODES else _CONNECT_BY_STATUS.get(problem.status, "unknown")
+
+
+def _as_envd(problem: Problem) -> Problem:
+    """The problem as envd would answer it: a path its files do not allow (a directory named
+    as a file, a link in the way) is envd's 400, the SDK's ``InvalidArgumentException``."""
+    if problem.kind != "file_conflict":
+        return problem
+    return Problem(400, "invalid_argument", problem.message, retry_after=problem.retry_after, allow=problem.allow)
 
 
 def _headers(problem: Problem) -> dict[str, str]:
