@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
 TIMEOUT = 60  # seconds to compile or run: a cold JVM compiler on a loaded 2-core machine takes many
 STDIN = "2 3\n"
-# language -> a program printing the sum of the two numbers on its stdin ("5")
+# language -> a program printing the sum of the two numbers on its stdin ("5"); a Verilog
+# testbench is the module named tb, as SandboxFusion runs it
 SUMS = {
     "python": "a, b = map(int, input().split())\nprint(a + b)",
     "bash": "read a b\necho $((a + b))",
@@ -80,7 +81,7 @@ SUMS = {
     "R": 'x <- scan(file("stdin"), quiet = TRUE)\ncat(sum(x), "\\n", sep = "")',
     "perl": "my ($a, $b) = split ' ', <STDIN>;\nprint $a + $b, \"\\n\";",
     "ruby": "a, b = gets.split.map(&:to_i)\nputs a + b",
-    "verilog": 'module sum;\n  initial begin\n    $display("%0d", 2 + 3);\n    $finish;\n  end\nendmodule',
+    "verilog": 'module tb;\n  initial begin\n    $display("%0d", 2 + 3);\n    $finish;\n  end\nendmodule',
     "racket": "#lang racket\n(define a (read))\n(define b (read))\n(displayln (+ a b))",
 }
 # test-runner language -> (a test file that passes, one that fails)
