@@ -199,8 +199,10 @@ def _leftovers(backend: str, box_ids: list[str]) -> tuple[int, int]:
 
     client = docker.from_env(timeout=60)
     try:
-        containers = client.containers.list(all=True, filters={"label": "gem-sandbox.owner"})
-        return _in_cgroups_of(ids), sum(c.id in ids for c in containers)
+        # The low-level listing: containers.list() inspects each container it found, which
+        # races other pools removing theirs (404).
+        containers = client.api.containers(all=True, filters={"label": "gem-sandbox.owner"})
+        return _in_cgroups_of(ids), sum(c["Id"] in ids for c in containers)
     finally:
         client.close()
 
