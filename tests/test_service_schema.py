@@ -16,13 +16,12 @@ from __future__ import annotations
 import re
 import sys
 
+import aiohttp
 import anyio
 import pytest
 
 from gem_sandbox.service import TokenPolicy
-from tests.service_fixtures import serving
-
-pytest.importorskip("schemathesis", reason="schemathesis is in the test extra (pip install -e '.[test]')")
+from tests.service_fixtures import auth, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -32,6 +31,7 @@ EXAMPLES = "25"  # per operation and phase: about half a minute on two cores
 
 
 async def test_schemathesis_with_every_check_finds_nothing() -> None:
+    pytest.importorskip("schemathesis", reason="schemathesis is in the test extra (pip install -e '.[test]')")
     async with serving("local", tokens=(FUZZER,)) as service:
         command = [
             sys.executable, "-m", "schemathesis.cli", "run", f"{service.url}/openapi.json",
@@ -49,3 +49,13 @@ async def test_schemathesis_with_every_check_finds_nothing() -> None:
     assert finished.returncode == 0, report
     tested = re.search(r"(\d+) generated, \1 passed", report)
     assert tested is not None and int(tested[1]) > 0, report
+
+
+async def test_the_documents_languages_are_those_the_sandboxes_run() -> None:
+    async with serving("local", tokens=(FUZZER,)) as service, aiohttp.ClientSession(service.url) as http:
+        async with http.get("/openapi.json") as response:
+            schemas = (await response.json())["components"]["schemas"]
+        async with http.post("/v1/sandboxes", headers=auth(FUZZER)) as response:
+            languages = (await response.json())["languages"]
+    assert schemas["RunBody"]["properties"]["language"]["enum"] == sorted(languages)
+    assert schemas["RunCodeRequest"]["properties"]["language"]["enum"] == sorted(languages)
