@@ -102,3 +102,17 @@ async def test_a_reset_leaves_an_idle_sandbox_again(sandbox: Sandbox):
     *_, zygote = _chain(shape)
     assert len(shape) == 5 and len(_children(shape, zygote)) == 1
     assert {uid for _, uid in shape.values()} == {0}
+
+
+async def test_sandboxes_are_watched_without_a_thread_each():
+    """Each launcher's exit is watched through its pidfd (backends/local/spawn.py), not by a
+    thread blocked in waitpid: 2,000 sandboxes would be 2,000 threads."""
+    import threading
+
+    backend = LocalBackend()
+    async with open_sandbox(backend, SPEC) as first:
+        assert (await first.run("print(1)")).ok  # worker threads the launch uses now exist
+        before = threading.active_count()
+        async with open_sandbox(backend, SPEC) as second, open_sandbox(backend, SPEC) as third:
+            assert (await second.run("print(2)")).ok and (await third.run("print(3)")).ok
+            assert threading.active_count() == before

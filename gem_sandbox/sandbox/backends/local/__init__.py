@@ -21,8 +21,9 @@ dir. It is NOT a security boundary (code sees the host's filesystem and network)
 for development and for testing the agent where bubblewrap is unavailable.
 
 Modules: :mod:`.bwrap` starts and kills bubblewrap sandboxes, :mod:`.argv` builds what they
-see, :mod:`.scan` finds their processes in ``/proc``, :mod:`.process` is the process backend
-and the box both share.
+see, :mod:`.scan` finds their processes in ``/proc``, :mod:`.spawn` starts a launcher and
+watches its exit without a thread per sandbox, :mod:`.process` is the process backend and the
+box both share.
 """
 
 from gem_sandbox.sandbox.backends.local.bwrap import BwrapBox, LocalBackend

@@ -23,6 +23,7 @@ from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
 from gem_sandbox.sandbox.backends.local import argv
 from gem_sandbox.sandbox.backends.local.process import ProcessBox, sigkill
 from gem_sandbox.sandbox.backends.local.scan import BOX_VAR, bwrap_processes
+from gem_sandbox.sandbox.backends.local.spawn import WatchedProcess
 from gem_sandbox.sandbox.backends.uids import UidRange, claim_uid_range
 
 
@@ -155,14 +156,10 @@ class LocalBackend(Backend):
             )
             box_id = f"local-{uuid.uuid4().hex[:12]}"
             options += ["--setenv", BOX_VAR, box_id]
-            process = await anyio.open_process(
+            process = WatchedProcess.start(
                 [self.bwrap, *options, "--", *command],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
                 pass_fds=[*data_fds, theirs.fileno(), log_fd],
                 user=self.user,
-                group=self.user,
             )
         except BaseException:
             with anyio.CancelScope(shield=True):
