@@ -63,6 +63,20 @@ async def test_a_client_that_disconnects_frees_its_seat_and_its_run_is_killed() 
         assert service.admission.free == service.admission.capacity
 
 
+async def test_on_a_shared_sandbox_a_client_that_disconnects_frees_its_seat_for_the_next_run() -> None:
+    shared = {"max_size": 1, "min_idle": 1, "runs_per_sandbox": 2}
+    async with serving("local", pool_options=shared, queue_timeout=300.0) as service:
+        async with aiohttp.ClientSession(service.url, headers=auth(ALPHA)) as session, anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(session.post, "/v1/run", json={"code": "exec sleep 120", "language": "bash"}))
+            async with holding(service):  # takes the second seat, then leaves
+                assert service.admission.free == 0
+            await until(lambda: service.admission.free == 1)
+            with anyio.fail_after(30):
+                response = await session.post("/v1/run", json={"code": "print('seated')"})
+            assert (await response.json())["stdout"] == "seated\n"
+            tg.cancel_scope.cancel()
+
+
 async def test_a_request_that_waits_past_queue_timeout_gets_503_with_retry_after() -> None:
     async with serving("local", pool_options=ONE_SEAT, queue_timeout=1.0) as service:
         async with holding(service), aiohttp.ClientSession(service.url, headers=auth(BETA)) as session:
