@@ -56,7 +56,7 @@ PROGRAMS = {
     "perl": ('print "hello\\n";', 'print "hello\\n" }'),
     "ruby": ('puts "hello"', "puts("),
     "D_ut": (
-        'import std.stdio;\nunittest { assert(1 + 1 == 2); }\nvoid main() { writeln("hello"); }',
+        'import std.stdio;\nvoid main() { writeln("hello"); }',  # no unittest: main runs
         "void main() { undefinedName(); }",
     ),
     "verilog": (
@@ -89,6 +89,14 @@ TESTS = {
         "unittest { assert(1 + 1 == 3); }\nvoid main() {}",
     ),
 }
+# test-runner language -> what its runner reports for the passing file, and for the failing one
+REPORTS = {
+    "pytest": ("1 passed", "1 failed"),
+    "go_test": ("ok", "--- FAIL: TestAdds"),
+    "junit": ("1 tests successful", "1 tests failed"),
+    "jest": ("1 passed", "1 failed"),
+    "D_ut": ("1 modules passed unittests", "1/1 modules FAILED unittests"),
+}
 COMPILED = {name for name, language in languages.TABLE.items() if language.compile}
 TIMEOUT = 60  # a cold JVM compiler on a loaded machine takes seconds
 COMPILE_TIMEOUT = 60
@@ -102,6 +110,7 @@ def test_every_language_sandboxfusion_serves_is_in_the_table_or_says_why_not() -
     }  # fmt: skip
     assert fusion == {"python"} | set(languages.TABLE) | set(languages.UNAVAILABLE)
     assert set(PROGRAMS) | set(TESTS) == {"python"} | set(languages.TABLE)
+    assert set(REPORTS) == set(TESTS)
 
 
 # --- the polyglot image ---------------------------------------------------------------------
@@ -177,6 +186,7 @@ async def test_a_passing_test_file_is_ok(polyglot: Sandbox, language: str) -> No
         TESTS[language][0], language, timeout=TIMEOUT, compile_timeout=COMPILE_TIMEOUT
     )
     assert (result.status, result.exit_code) == (Status.OK, 0), result
+    assert REPORTS[language][0] in result.stdout + result.stderr, result
 
 
 @pytest.mark.docker
@@ -186,6 +196,7 @@ async def test_a_failing_test_file_is_the_runners_error(polyglot: Sandbox, langu
         TESTS[language][1], language, timeout=TIMEOUT, compile_timeout=COMPILE_TIMEOUT
     )
     assert result.status is Status.ERROR and result.exit_code != 0, result
+    assert REPORTS[language][1] in result.stdout + result.stderr, result
     if language in COMPILED:  # it compiled: the failure is the run's
         assert result.compile is not None and result.compile.status is Status.OK
 

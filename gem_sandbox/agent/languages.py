@@ -13,9 +13,11 @@ refused as ``unsupported_language`` with what is missing. :data:`UNAVAILABLE` na
 SandboxFusion serves that no sandbox here can have, and why.
 
 In argv templates ``{dir}`` is the scratch dir, ``{src}`` the source file, ``{entry}`` the
-class or object a JVM language runs and ``{heap}`` the Java heap in MiB: half the run's memory
-limit, since a JVM reserves its heap, code cache and class space as address space, which the
-run's RLIMIT_AS counts.
+class or object a JVM language runs and ``{heap}`` the Java heap in MiB: a quarter of the run's
+memory limit. A JVM reserves address space, which the run's RLIMIT_AS counts, for far more
+than its heap: code cache and class space (capped by :data:`JVM_FLAGS`), metaspace, a stack
+per thread, the mapped module image (130 MB) and malloc arenas. Under the default 1024 MiB
+kotlinc, the largest of them, starts with a 256 MiB heap and fails with 512.
 """
 
 import os
@@ -24,7 +26,6 @@ import shutil
 
 JVM_FLAGS = [
     "-Xmx{heap}m",
-    "-Xss8m",
     "-XX:+UseSerialGC",
     "-XX:TieredStopAtLevel=1",
     "-XX:ReservedCodeCacheSize=64m",
@@ -83,7 +84,7 @@ class Language:
         entry = self.entry(code) if self.entry else None
         if self.entry and entry is None:
             return "%s: no runnable class or object found in the code" % self.name
-        heap = max(MIN_HEAP_MB, memory_mb // 2) if memory_mb > 0 else 1024
+        heap = max(MIN_HEAP_MB, memory_mb // 4) if memory_mb > 0 else 1024
         names = {"dir": scratch, "entry": entry, "heap": str(heap)}
         source = _fill(self.source, names)
         names["src"] = os.path.join(scratch, source)
@@ -146,8 +147,8 @@ TABLE = dict(
                  prepare=[["node", "-e", _TRANSPILE, "{src}", "{dir}/main.js"]],
                  needs=["tsc"]),
         Language("jest", "main.ts",
-                 ["jest", "--ci", "--runInBand", "--rootDir", "{dir}",
-                  "--cacheDirectory", "{dir}/.cache", "--watchman=false"],
+                 ["jest", "--ci", "--runInBand", "--config",
+                  '{"rootDir": "{dir}", "cacheDirectory": "{dir}/.cache", "watchman": false}'],
                  prepare=[["node", "-e", _TRANSPILE, "{src}", "{dir}/main.test.js"]],
                  needs=["tsc"]),
         Language("go", "main.go", ["{dir}/main"],
