@@ -169,13 +169,13 @@ def bare_containers(image: str, count: int) -> Iterator[dict[str, list[int]]]:
                                       labels={"gem-sandbox.bench": "footprint"})
             )
         time.sleep(1.0)
-        yield docker_processes([c.id for c in containers])
+        yield docker_processes([str(c.id) for c in containers])
     finally:
         for container in containers:
             container.remove(force=True)
 
 
-def bwrap_start_ms(python: str, argv: list[str], runs: int = 10) -> list[float]:
+def bwrap_start_ms(argv: list[str], runs: int = 10) -> list[float]:
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
@@ -345,7 +345,7 @@ async def local_rows() -> list[Row]:
         "bwrap running python -c pass": _bwrap(python, "-c", "pass"),
         "bwrap running python importing the agent": _agent_imports(python),
     }
-    starts = {name: await anyio.to_thread.run_sync(bwrap_start_ms, python, argv) for name, argv in steps.items()}
+    starts = {name: await anyio.to_thread.run_sync(bwrap_start_ms, argv) for name, argv in steps.items()}
     fresh = percentile(starts["bwrap running python -c pass"], 50)
     rows = [
         Row("local: idle sandbox PSS", idle, bare, "MB", BARE),
