@@ -23,7 +23,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import anyio
@@ -390,19 +390,25 @@ def _bare_container_mb(image: str) -> float:
         return mean_pss_mb(trees)
 
 
-def run(fit: int = FIT) -> list[Row]:
-    rows = anyio.run(local_rows)
-    rows += anyio.run(docker_rows)
+def parts(fit: int = FIT) -> list[tuple[str, Callable[[], list[Row]]]]:
+    """The benchmark's parts, each a titled function returning its rows."""
+    found = [("local sandbox footprint", lambda: anyio.run(local_rows))]
     if fit:
-        rows += anyio.run(FitRun(fit).run).rows()
-    return rows
+        found.append((f"{fit} stateful local sandboxes at once", lambda: anyio.run(FitRun(fit).run).rows()))
+    found.append(("docker sandbox footprint", lambda: anyio.run(docker_rows)))
+    return found
+
+
+def run(fit: int = FIT) -> list[Row]:
+    return [row for _, part in parts(fit) for row in part()]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit", type=int, default=FIT, help=f"stateful sandboxes to hold at once ({FIT}; 0: none)")
     options = parser.parse_args()
-    print_table("sandbox footprint", run(options.fit))
+    for title, part in parts(options.fit):  # each table as soon as it is measured
+        print_table(title, part())
 
 
 if __name__ == "__main__":
