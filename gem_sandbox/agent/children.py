@@ -15,11 +15,6 @@ import signal
 from .forked import reaped
 from .pipes import PipeWriter
 
-# User code runs niced below the agent: a run of a hundred busy processes (a fork or thread
-# bomb) must not starve the agent that answers pings and kills it at its deadline. Alone on
-# a core a run loses nothing by it; nice values are relative to the processes beside it.
-RUN_NICE = 10
-
 
 class Reaper:
     """Reaps every child on SIGCHLD, including orphans the agent adopts as a subreaper, and
@@ -78,10 +73,11 @@ class Child:
         orders = dict(
             arguments, program=program, rlimits=rlimits, uid=uid, gid=gid, cwd=cwd, env=env
         )
-        try:  # still the agent's (or root's) child: lowering its priority needs no privilege
-            os.setpriority(os.PRIO_PROCESS, self.pid, RUN_NICE)
-        except OSError:
-            pass  # it ended already, and the run will say so
+        if self.tenants.nice:
+            try:  # still the agent's (or root's) child: lowering its priority needs no privilege
+                os.setpriority(os.PRIO_PROCESS, self.pid, self.tenants.nice)
+            except OSError:
+                pass  # it ended already, and the run will say so
         self.tenants.started(self.pid)  # from now on it is the tenant's
         self.control.write(marshal.dumps(orders))
 

@@ -24,7 +24,7 @@ from .runs import Runner
 from .shells import Shells
 from .sweeper import Sweeper
 from .tenants import Tenants, snapshot
-from .workspace import CLEAR_PATIENCE, RUN_PATH, Workspace
+from .workspace import RUN_PATH, Workspace
 from .zygote import DirectForker
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,9 @@ FEATURES = ["run", "kernel", "shell", "files", "reset", "stats", "spawn"]
 FLUSH_PATIENCE = 2.0  # seconds to get the last responses out at shutdown
 TRIM_SLACK_KB = 4096  # growth over the idle size that a reset gives back to the kernel
 SOCKET_PATIENCE = 0.5  # seconds a reset waits for the sockets of killed processes to close
+# Seconds a reset may take (the host waits 10 by default): past them it answers reset_failed,
+# and the host retires the sandbox, rather than leaving the host to declare the agent dead.
+RESET_PATIENCE = 8.0
 
 
 class Agent:
@@ -177,13 +180,15 @@ class Agent:
 
     async def reset(self, header, payload):
         """Kill every user process, drop kernels and shells, empty the dirs, then check."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RESET_PATIENCE
         self.runner.generation += 1
         killed = await self.tenants.kill_all()
         self.kernels.forget_all()
         self.shells.forget_all()
         self.tenants.recover()
         try:
-            cleared = await self.workspace.clear()
+            cleared = await self.workspace.clear(max(0.0, deadline - SOCKET_PATIENCE - loop.time()))
         except OSError as exc:
             raise Refused(
                 "reset_failed", "emptying the work and tmp dirs failed: %s" % exc
@@ -192,7 +197,7 @@ class Agent:
             raise Refused(
                 "reset_failed",
                 "the work and tmp dirs could not be emptied in %.0f s; retire this sandbox"
-                % CLEAR_PATIENCE,
+                % RESET_PATIENCE,
             )
         self.reaper.reap()  # what the last kill left as zombies is gone before the answer
         await self._sockets_closed()

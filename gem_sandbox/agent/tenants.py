@@ -33,8 +33,14 @@ log = logging.getLogger(__name__)
 
 TOKEN_VAR = "GEM_SANDBOX_TOKEN"
 KILL_PATIENCE = 2.0  # seconds to keep killing while no process of the kill's dies
-RUN_KILL_LIMIT = 2.0  # seconds a run's verdict waits for its tenant's processes to be gone
+RUN_KILL_LIMIT = 1.0  # seconds a run's verdict waits for its tenant's processes to be gone
 RESET_KILL_LIMIT = 6.0  # seconds a reset waits for them, while they keep dying
+# Where the sandbox has a cgroup of its own (Docker: the backend names its OOM counter), user
+# code runs at this nice value: there it ranks a run only below the agent (runs stay equal
+# among themselves), so a fork or thread bomb cannot starve the agent that answers pings and
+# kills it at its deadline. Without one (bubblewrap) nice would rank runs below every process
+# of the host, so they keep the agent's.
+RUN_NICE = 19
 
 
 class Tenant:
@@ -125,6 +131,7 @@ class Tenants:
         self.agent_pid = os.getpid()
         self.agent_uid = os.getuid()
         self.uid_mode = config.uid_mode
+        self.nice = RUN_NICE if config.oom_counter else 0  # what Child.start gives a run
         self.gid = config.gid if self.uid_mode else None
         if self.uid_mode:
             self.uid_range = range(config.uid_base, config.uid_base + config.uid_count)
@@ -301,10 +308,10 @@ class Tenants:
             if now > min(limit_at, stalled_at):
                 log.warning("%d processes outlived SIGKILL for %.1fs", len(pids), now - limit_at + limit)
                 return False
+            _stop_then_kill(pids)  # first: under a bomb at the pids limit a helper cannot fork
             if helpers and self.uid_mode:
                 for uid in set(table[p].uid for p in pids if table[p].uid in self.uid_range):
                     await self._kill_as(uid)
-            _stop_then_kill(pids)
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.05)
 

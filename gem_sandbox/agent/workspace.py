@@ -7,7 +7,6 @@ from .protocol import Refused
 
 RUN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SWEEP_PATIENCE = 0.5  # seconds a run's verdict waits for its dirs to be removed
-CLEAR_PATIENCE = 8.0  # seconds a reset waits for the dirs to be emptied (the host's is 10)
 THREAD_VARS = (
     "OMP_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
@@ -66,12 +65,12 @@ class Workspace:
         await asyncio.wait([removed], timeout=SWEEP_PATIENCE)
         return removed.done() and removed.result()
 
-    async def clear(self):
-        """Empty the dirs, waiting up to :data:`CLEAR_PATIENCE` for removals still going
-        on and for this one; True when they are empty and prepared again."""
+    async def clear(self, patience):
+        """Empty the dirs, waiting up to ``patience`` seconds for removals still going on
+        and for this one; True when they are empty and prepared again."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + CLEAR_PATIENCE
-        if not await self.sweeper.settle(CLEAR_PATIENCE):
+        deadline = loop.time() + patience
+        if not await self.sweeper.settle(patience):
             return False
         emptied = self.sweeper.empty([self.workdir] + self.tmp_dirs)
         await asyncio.wait([emptied], timeout=max(0.0, deadline - loop.time()))
