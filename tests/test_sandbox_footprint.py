@@ -116,3 +116,12 @@ async def test_sandboxes_are_watched_without_a_thread_each():
         async with open_sandbox(backend, SPEC) as second, open_sandbox(backend, SPEC) as third:
             assert (await second.run("print(2)")).ok and (await third.run("print(3)")).ok
             assert threading.active_count() == before
+
+
+async def test_where_the_kernel_has_no_pidfds_sandboxes_start_as_before(monkeypatch: pytest.MonkeyPatch):
+    from gem_sandbox.sandbox.backends.local import spawn
+
+    monkeypatch.setattr(spawn, "PIDFDS", False)  # Linux before 5.3
+    async with open_sandbox(LocalBackend(), SPEC) as sb:
+        assert not isinstance(sb.box.process, spawn.WatchedProcess)
+        assert (await sb.run("print(1)")).stdout == "1\n"

@@ -23,7 +23,7 @@ from gem_sandbox.sandbox.backends.base import Backend, Box, SandboxSpec
 from gem_sandbox.sandbox.backends.local import argv
 from gem_sandbox.sandbox.backends.local.process import ProcessBox, sigkill
 from gem_sandbox.sandbox.backends.local.scan import BOX_VAR, bwrap_processes
-from gem_sandbox.sandbox.backends.local.spawn import WatchedProcess
+from gem_sandbox.sandbox.backends.local.spawn import start_process
 from gem_sandbox.sandbox.backends.uids import UidRange, claim_uid_range
 
 
@@ -156,7 +156,7 @@ class LocalBackend(Backend):
             )
             box_id = f"local-{uuid.uuid4().hex[:12]}"
             options += ["--setenv", BOX_VAR, box_id]
-            process = WatchedProcess.start(
+            process = await start_process(
                 [self.bwrap, *options, "--", *command],
                 pass_fds=[*data_fds, theirs.fileno(), log_fd],
                 user=self.user,

@@ -7,7 +7,8 @@ milliseconds per launch. Here the exit is watched through a pidfd (Linux 5.3) th
 loop polls like any descriptor, and the child is reaped once it has exited.
 
 The launch itself stays in the event loop's thread: bwrap's ``--die-with-parent`` ties a
-sandbox to the thread that started it, and worker threads come and go.
+sandbox to the thread that started it, and worker threads come and go. Where the kernel has
+no pidfds (before Linux 5.3), :func:`start_process` falls back to ``anyio.open_process``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,33 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 
+def _pidfds_work() -> bool:
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
+PIDFDS = _pidfds_work()
+
+
+async def start_process(argv: Sequence[str], *, pass_fds: Sequence[int], user: int | None) -> Process:
+    """``argv`` with stdio on ``/dev/null``, ``pass_fds`` inherited, as ``user`` (and that
+    group) when given; watched through a pidfd where the kernel has them."""
+    if PIDFDS:
+        return WatchedProcess.start(argv, pass_fds=pass_fds, user=user)
+    return await anyio.open_process(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pass_fds=pass_fds,
+        user=user,
+        group=user,
+    )
+
+
 class WatchedProcess(Process):
     """A child without pipes (its stdio is elsewhere), watched through its pidfd."""
 
@@ -30,8 +58,7 @@ class WatchedProcess(Process):
 
     @classmethod
     def start(cls, argv: Sequence[str], *, pass_fds: Sequence[int], user: int | None) -> WatchedProcess:
-        """``argv`` with stdio on ``/dev/null``, ``pass_fds`` inherited, as ``user`` (and
-        that group) when given."""
+        """As :func:`start_process`, where pidfds work."""
         popen = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
