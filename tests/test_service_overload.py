@@ -92,11 +92,18 @@ async def test_the_clients_request_timeout_header_bounds_its_wait() -> None:
     async with serving("local", pool_options=ONE_SEAT, queue_timeout=300.0) as service:
         async with holding(service), aiohttp.ClientSession(service.url, headers=auth(BETA)) as session:
             with anyio.fail_after(30):
-                response = await session.post(
-                    "/run_code", json={"code": "print(1)", "language": "python"}, headers={"X-Request-Timeout": "1"}
-                )
+                response = await session.post("/v1/run", json={"code": "print(1)"}, headers={"X-Request-Timeout": "1"})
             assert (response.status, (await response.json())["error"]["type"]) == (503, "overloaded")
             assert service.admission.waiting == 0
+
+
+async def test_on_sandboxfusions_routes_no_capacity_in_time_is_the_504_its_clients_retry() -> None:
+    async with serving("local", pool_options=ONE_SEAT, queue_timeout=1.0) as service:
+        async with holding(service), aiohttp.ClientSession(service.url, headers=auth(BETA)) as session:
+            with anyio.fail_after(30):
+                response = await session.post("/run_code", json={"code": "print(1)", "language": "python"})
+            assert (response.status, (await response.json())["error"]["type"]) == (504, "overloaded")
+            assert "Retry-After" in response.headers
 
 
 @pytest.mark.parametrize("value", ["soon", "0", "-3", "inf", "nan"])

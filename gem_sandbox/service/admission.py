@@ -10,7 +10,8 @@ to the one served longest ago (round robin), so a token with a thousand requests
 its share and no more.
 A request waits at most ``queue_timeout`` seconds, or its client's ``X-Request-Timeout`` if that
 is shorter, and is then answered 503 with ``Retry-After``; past ``max_queue`` waiting requests
-the answer is immediate. A request whose client disconnects is cancelled (the server cancels
+the answer is immediate. On SandboxFusion's routes the answer is 504 instead: the one status
+SandboxFusion's clients (verl's ``call_sandbox_api``) retry, after a pause; they give up on a 503. A request whose client disconnects is cancelled (the server cancels
 its handler), which takes it out of the line or gives its units back at once.
 
 The claim (which token waits, and how long it may) is set per request by the app's guard in
@@ -40,6 +41,7 @@ class Claim:
 
     tenant: str
     patience: float | None = None  # the client's own deadline, if it sent one
+    refusal: int = 503  # the status that says "no capacity in time, come back" to this client
 
 
 #: The claim of the request being handled (the guard sets it; code outside requests gets the default).
@@ -99,7 +101,7 @@ class Admission:
             self._grant(claim.tenant, weight)
             return Ticket(self, claim.tenant, weight)
         if self.waiting >= self.max_queue:
-            raise self._refusal(f"{self.waiting} requests are already waiting for a sandbox")
+            raise self._refusal(claim, f"{self.waiting} requests are already waiting for a sandbox")
         patience = self.queue_timeout if claim.patience is None else min(claim.patience, self.queue_timeout)
         waiter = _Waiter(claim.tenant, weight)
         self._lines.setdefault(claim.tenant, deque()).append(waiter)
@@ -112,7 +114,7 @@ class Admission:
             raise
         if not waiter.granted:
             self._leave(waiter)
-            raise self._refusal(f"no sandbox came free within {patience:g} s")
+            raise self._refusal(claim, f"no sandbox came free within {patience:g} s")
         return Ticket(self, claim.tenant, weight)
 
     def _grant(self, tenant: str, weight: int) -> None:
@@ -159,11 +161,11 @@ class Admission:
             head.granted = True
             head.event.set()
 
-    def _refusal(self, why: str) -> Problem:
+    def _refusal(self, claim: Claim, why: str) -> Problem:
         self.refused += 1
         rounds = math.ceil((self.waiting + 1) / max(1, self.capacity))
         return Problem(
-            503,
+            claim.refusal,
             "overloaded",
             f"{why} (capacity {self.capacity} runs); retry after Retry-After seconds",
             retry_after=min(MAX_RETRY_AFTER, rounds),

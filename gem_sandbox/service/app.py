@@ -39,6 +39,7 @@ _TOKEN_IN_PATH = re.compile(r"^/t/[^/]+")
 #: Every route but e2b's, each API's from its own module.
 ROUTES: tuple[Route, ...] = (*ops.ROUTES, *v1.ROUTES, *fusion.ROUTES)
 _PUBLIC = frozenset(route.handler for route in ROUTES if route.public)
+_FUSION = frozenset(route.handler for route in fusion.ROUTES)  # their clients retry a 504, not a 503
 _SHAPES = {route.handler: route.shape for route in ROUTES}
 _E2B = {endpoint.handler: endpoint for endpoint in e2b.ROUTES}
 
@@ -78,7 +79,8 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     else:
         tenant = service.access.authenticate(request.headers.get("Authorization"), request.match_info.get("token"))
     request[TENANT] = tenant
-    claimed = CLAIM.set(Claim(tenant.name, _patience(request)))
+    refusal = 504 if request.match_info.route.handler in _FUSION else 503
+    claimed = CLAIM.set(Claim(tenant.name, _patience(request), refusal))
     try:
         return await _admitted(request, handler, service, tenant)
     finally:
