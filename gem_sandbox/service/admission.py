@@ -66,7 +66,7 @@ class Ticket:
 
     def release(self) -> None:
         if self.weight:
-            self._admission._give_back(self.tenant, self.weight)
+            self._admission.give_back(self.tenant, self.weight)
             self.weight = 0
 
 
@@ -77,7 +77,6 @@ class Admission:
         self.max_queue = max_queue
         self.free = capacity
         self.used: Counter[str] = Counter()  # units each token holds
-        self.refused = 0  # requests answered 503 for want of capacity, for the metrics
         self.waiting = 0
         self._lines: dict[str, deque[_Waiter]] = {}  # each token's waiting requests, oldest first
         self._served: dict[str, int] = {}  # when each token was last granted units (a count of grants)
@@ -123,7 +122,7 @@ class Admission:
         self._grants += 1
         self._served[tenant] = self._grants
 
-    def _give_back(self, tenant: str, weight: int) -> None:
+    def give_back(self, tenant: str, weight: int) -> None:
         self.free += weight
         self.used[tenant] -= weight
         if not self.used[tenant]:
@@ -133,7 +132,7 @@ class Admission:
     def _leave(self, waiter: _Waiter) -> None:
         """A waiter that gave up (timed out or cancelled); units granted meanwhile go back."""
         if waiter.granted:
-            self._give_back(waiter.tenant, waiter.weight)
+            self.give_back(waiter.tenant, waiter.weight)
             return
         line = self._lines.get(waiter.tenant)
         if line is not None and waiter in line:
@@ -162,7 +161,6 @@ class Admission:
             head.event.set()
 
     def _refusal(self, claim: Claim, why: str) -> Problem:
-        self.refused += 1
         rounds = math.ceil((self.waiting + 1) / max(1, self.capacity))
         return Problem(
             claim.refusal,
