@@ -3,7 +3,9 @@
 
 A client that disconnects cancels its request (its run, or its wait for capacity), and a
 connection must send its headers within ``header_timeout`` (:mod:`.admission` has the rest of
-the overload rules). Shutdown is graceful in this order: health turns 503 and new requests are refused, the
+the overload rules).
+
+Shutdown is graceful in this order: health turns 503 and new requests are refused, the
 listening socket closes, requests in flight get ``shutdown_timeout`` to finish, leases end,
 and leaving the runtime removes every sandbox the pool made.
 """
