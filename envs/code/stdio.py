@@ -14,18 +14,24 @@ enter the sandbox: nothing the code prints, writes or reads can forge a pass, an
 
 Unlike GEM: no substring blacklist (``sys.exit(0)`` at the end, threads, ``subprocess`` and
 ``resource`` are fine, the sandbox is the boundary), no silent re-run with extra imports, the
-timeout is applied per test, memory is bounded per test, and C++ is supported.
+timeout is applied per test, memory is bounded per test, and every language the agent serves
+as a program reading stdin (:data:`LANGUAGES`) is supported.
 
-C++ (``language="cpp"``) is compiled once per scored answer, by a run that execs ``g++`` in
-the sandbox's work dir; each test then runs the binary. (The agent's own ``cpp`` language
-compiles in every run, which would cost a compile per test.) A compile that fails is
-``error``, one past ``compile_timeout`` is ``timeout``.
+``language`` picks the one answers are written in; the prompt then names it. C++ is compiled
+once per scored answer, by a run that execs ``g++`` in the sandbox's work dir; each test then
+runs the binary. The other languages run as the agent runs them (``Sandbox.run(code,
+language)``), a compiled one compiling in each test's run, within ``compile_timeout``. A
+compile that fails is ``error``, one past ``compile_timeout`` is ``timeout``. A language the
+sandbox's image lacks raises :class:`~gem_sandbox.sandbox.errors.UnsupportedLanguage` (the
+polyglot image has them all). :data:`POLYGLOT_SAMPLE` holds five problems with a reference
+solution in each language, MultiPL-E style (``task["solutions"][language]``).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from importlib.resources import files
 from typing import Any
 
 import anyio
@@ -44,8 +50,29 @@ from .base import ScoredCodeEnv
 from .outcome import Category, Outcome, failure_of
 from .tasks import Task, TaskCycle
 
-LANGUAGES = ("python", "cpp")
+# language -> its name in the prompt: the agent's languages whose programs read stdin
+LANGUAGES = {
+    "python": "Python",
+    "cpp": "C++",
+    "bash": "Bash",
+    "nodejs": "JavaScript (Node.js)",
+    "typescript": "TypeScript",
+    "go": "Go",
+    "java": "Java (a public class Main)",
+    "scala": "Scala (an object with a main method)",
+    "kotlin_script": "Kotlin (a script)",
+    "csharp": "C#",
+    "php": "PHP",
+    "rust": "Rust",
+    "lua": "Lua",
+    "R": "R",
+    "perl": "Perl",
+    "ruby": "Ruby",
+    "racket": "Racket (#lang racket)",
+}
+LANGUAGE_PROMPT = "\n\nWrite the program in {name}: it reads standard input and writes standard output."
 SAMPLE_FILE = "stdio_sample.jsonl"
+POLYGLOT_SAMPLE = str(files(__package__).joinpath("data", "polyglot_sample.jsonl"))
 BINARY = "solution"
 # g++ reads the source from stdin, so it is never a file other runs could read or replace.
 COMPILE_CPP = (
@@ -144,7 +171,7 @@ class CodeEnv(ScoredCodeEnv):
     ) -> None:
         refuse_unknown(type(self), gem_options)
         if language not in LANGUAGES:
-            raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+            raise ValueError(f"language must be one of {', '.join(LANGUAGES)}; got {language!r}")
         if max_parallel < 1:
             raise ValueError("max_parallel must be at least 1")
         rows = dataset if dataset is not None else task_sources.load(dataset_name, split, data_path, sample, SAMPLE_FILE)
@@ -173,17 +200,19 @@ class CodeEnv(ScoredCodeEnv):
         return json.loads(tests) if isinstance(tests, str) else tests
 
     def prompt(self, task: Task) -> str:
-        return str(task[self.question_key])
+        """GEM's prompt, the problem; past Python, it names the language to write in."""
+        problem = str(task[self.question_key])
+        return problem if self.language == "python" else problem + LANGUAGE_PROMPT.format(name=LANGUAGES[self.language])
 
     def tests_of(self, task: Task) -> int:
         return len(parse_tests(task[self.test_key], self.max_tests))
 
     async def score_on(self, sandbox: Sandbox, code: str, task: Task) -> Outcome:
         tests = parse_tests(task[self.test_key], self.max_tests)
-        program = code
-        if self.language == "cpp":
-            if "cpp" not in sandbox.hello.get("languages", []):
-                raise UnsupportedLanguage(f"sandbox {sandbox.id} has no g++; C++ tasks need an image with it")
+        program, language = code, self.language
+        if language not in sandbox.hello.get("languages", []):
+            raise UnsupportedLanguage(f"sandbox {sandbox.id} cannot run {language}; the polyglot image can run every language")
+        if language == "cpp":
             built = await sandbox.run(
                 COMPILE_CPP,
                 stdin=code,
@@ -194,15 +223,15 @@ class CodeEnv(ScoredCodeEnv):
                 category = failure_of(built)
                 lines = built.stderr.strip().splitlines()
                 return Outcome(category, 0, len(tests), [None] * len(tests), f"compile: {lines[-1] if lines else category.value}")
-            program = RUN_BINARY
+            program, language = RUN_BINARY, "python"
         verdicts: list[Category | None] = [None] * len(tests)
         limiter = anyio.CapacityLimiter(self.max_parallel)
+        compiling = {} if language == "python" else {"compile_timeout": self.compile_timeout}
 
         async def run_test(index: int, test: Test, scope: anyio.CancelScope) -> None:
             async with limiter:
-                result = await sandbox.run(
-                    program, stdin=test.input, timeout=self.timeout, limits=self._limits(sandbox, test)
-                )
+                result = await sandbox.run(program, language, stdin=test.input, timeout=self.timeout,
+                                           limits=self._limits(sandbox, test), **compiling)
             verdicts[index] = judge(result, test.output)
             if self.early_exit and verdicts[index] is not Category.OK:
                 scope.cancel()
