@@ -357,7 +357,7 @@ ROUTES: tuple[Route, ...] = (
         RunCodeRequest,
         RunCodeResponse,
         operation="run_code",
-        errors=(409, 507),
+        errors=(409, 504, 507),
         shape=FUSION_ERROR,
     ),
     Route(
@@ -368,7 +368,7 @@ ROUTES: tuple[Route, ...] = (
         RunJupyterRequest,
         RunJupyterResponse,
         operation="run_jupyter",
-        errors=(409, 507),
+        errors=(409, 504, 507),
         shape=FUSION_ERROR,
     ),
 )

@@ -32,6 +32,7 @@ _REASONS = {
     422: "an Idempotency-Key reused for a different request",
     429: "a quota of the token; Retry-After says when to come back",
     503: "no capacity in time, or the service is starting or shutting down; Retry-After says when to come back",
+    504: "no capacity in time (SandboxFusion's routes, whose clients retry a 504); Retry-After says when to come back",
 }
 
 
