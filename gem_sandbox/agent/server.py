@@ -188,17 +188,11 @@ class Agent:
         self.shells.forget_all()
         self.tenants.recover()
         try:
-            cleared = await self.workspace.clear(max(0.0, deadline - SOCKET_PATIENCE - loop.time()))
+            await self.workspace.clear(max(0.0, deadline - SOCKET_PATIENCE - loop.time()))
         except OSError as exc:
             raise Refused(
                 "reset_failed", "emptying the work and tmp dirs failed: %s" % exc
             ) from None
-        if not cleared:
-            raise Refused(
-                "reset_failed",
-                "the work and tmp dirs could not be emptied in %.0f s; retire this sandbox"
-                % RESET_PATIENCE,
-            )
         self.reaper.reap()  # what the last kill left as zombies is gone before the answer
         await self._sockets_closed()
         problems = self._leftovers()
@@ -312,6 +306,7 @@ async def serve(config, zygote=None):
         await asyncio.wait(list(tasks), timeout=FLUSH_PATIENCE)
     agent.runner.discard_spare()
     await agent.tenants.kill_all()
+    agent.workspace.sweeper.stop()
     agent.forker.close()
     deadline = loop.time() + FLUSH_PATIENCE
     while writer.buffer and not writer.closed and loop.time() < deadline:

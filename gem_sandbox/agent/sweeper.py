@@ -12,6 +12,7 @@ A helper is exempt from kills (:meth:`.tenants.Tenants.born`): it runs no user c
 
 import asyncio
 import os
+import signal
 
 SMALL = 64  # entries a directory may hold, none of them a directory, to be emptied in place
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -24,7 +25,7 @@ class Sweeper:
         self.loop = loop
         self.reaper = reaper
         self.tenants = tenants
-        self.pending = set()  # futures of helpers still removing
+        self.pending = {}  # the future of each helper still removing -> its pid
 
     @property
     def busy(self):
@@ -39,6 +40,15 @@ class Sweeper:
         """Empty ``paths``, keeping the dirs themselves; a future like :meth:`remove`'s."""
         return self._sweep(paths, empty_dir)
 
+    def stop(self):
+        """Kill the helpers still removing: the agent is stopping, and they must not outlive
+        it (the sandbox's dirs go with the sandbox)."""
+        for pid in self.pending.values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     async def settle(self, patience):
         """Wait up to ``patience`` seconds for the helpers still removing; True once none
         is left."""
@@ -48,35 +58,24 @@ class Sweeper:
 
     def _sweep(self, paths, how):
         done = self.loop.create_future()
-        large = []
-        for path in paths:
-            if _small(path):
-                try:
-                    how(path)
-                except FileNotFoundError:
-                    pass
-                except OSError:
-                    large.append(path)  # a helper tries again, and says if it fails
-            else:
-                large.append(path)
+        # What fails in place (a file code made unremovable) a helper tries again.
+        large = [path for path in paths if not (_small(path) and _in_place([path], how))]
         if not large:
             done.set_result(True)
             return done
         try:
             pid = os.fork()
         except OSError:  # no process slot (what runs left is being killed): in place, then
-            for path in large:
-                how(path)
-            done.set_result(True)
+            done.set_result(_in_place(large, how))
             return done
         if pid == 0:
             _helper(large, how)
         exited = self.reaper.watch(pid)
         self.tenants.born(pid, exited)
-        self.pending.add(done)
+        self.pending[done] = pid
 
         def finished(future):
-            self.pending.discard(done)
+            del self.pending[done]
             status, _ = future.result()
             done.set_result(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
 
@@ -99,17 +98,25 @@ def _small(path):
     return True
 
 
-def _helper(paths, how):
-    """The forked helper: remove, and say by the exit status whether all went."""
-    code = 1
+def _in_place(paths, how):
+    """Apply ``how`` to each of ``paths``; whether all went (a missing one counts as gone)."""
     try:
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the agent's protocol stream and pipes are not its to hold
         for path in paths:
             try:
                 how(path)
             except FileNotFoundError:
                 pass
-        code = 0
+    except OSError:
+        return False
+    return True
+
+
+def _helper(paths, how):
+    """The forked helper: remove, and say by the exit status whether all went."""
+    code = 1
+    try:
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the agent's stream is not its to hold
+        code = 0 if _in_place(paths, how) else 1
     finally:
         os._exit(code)
 

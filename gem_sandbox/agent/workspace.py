@@ -66,18 +66,22 @@ class Workspace:
         return removed.done() and removed.result()
 
     async def clear(self, patience):
-        """Empty the dirs, waiting up to ``patience`` seconds for removals still going on
-        and for this one; True when they are empty and prepared again."""
+        """Empty the dirs and prepare them again, waiting up to ``patience`` seconds for
+        removals still going on and for this one; else ``reset_failed``, and the host
+        retires the sandbox (its tmpfs goes with it, all at once)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + patience
-        if not await self.sweeper.settle(patience):
-            return False
+        why = "there was more to remove than %.1f s allowed" % patience
+        if not await self.sweeper.settle(patience):  # one helper at a time in a tree
+            raise Refused("reset_failed", "the work and tmp dirs could not be emptied: " + why)
         emptied = self.sweeper.empty([self.workdir] + self.tmp_dirs)
         await asyncio.wait([emptied], timeout=max(0.0, deadline - loop.time()))
-        if not (emptied.done() and emptied.result()):
-            return False
+        if not emptied.done():
+            raise Refused("reset_failed", "the work and tmp dirs could not be emptied: " + why)
+        if not emptied.result():
+            why = "something in them cannot be removed"
+            raise Refused("reset_failed", "the work and tmp dirs could not be emptied: " + why)
         self.prepare()
-        return True
 
     def private_dir(self, tenant):
         """A new dir in the tmpdir that only ``tenant`` can enter: a shared run's cwd, HOME
