@@ -92,8 +92,8 @@ class Workspace:
         return path
 
     def leftovers(self):
-        """Dirs that are not empty."""
-        return [path for path in [self.workdir] + self.tmp_dirs if os.listdir(path)]
+        """Dirs that are not empty (reading one entry of each, however many it holds)."""
+        return [path for path in [self.workdir] + self.tmp_dirs if _has_entries(path)]
 
     def env(self, extra, tenant_env):
         """The base environment, then the request's ``extra``, then the tenant's marks."""
@@ -117,3 +117,8 @@ class Workspace:
         if not os.path.isdir(path):
             raise Refused("bad_request", "cwd %r is not a directory" % cwd)
         return path
+
+
+def _has_entries(path):
+    with os.scandir(path) as entries:
+        return next(entries, None) is not None
