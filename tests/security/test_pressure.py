@@ -1,8 +1,10 @@
 """The agent under pressure: whatever a run does to the sandbox's processes, files and
 descriptors, while the host's load average is 20+, the agent answers a ping within a second
 throughout, and the run ends with the code's own verdict (never ``infra_error``, which trainers
-mask) before the host's deadline for it. The sandbox then resets clean for the next tenant,
-whose network namespace holds nothing of the last one's: not even a TIME_WAIT connection."""
+mask) before the host's deadline for it. The sandbox then resets clean for the next tenant, or
+its reset says the sandbox must be retired (more files to remove than a reset's time allows).
+A tenant's network state never reaches the next one: not even a connection in TIME_WAIT,
+which the agent turns off where it can and a reset otherwise refuses (the pool replaces it)."""
 
 from __future__ import annotations
 
