@@ -14,8 +14,12 @@ def main(argv=None):
         # here, its pages are shared by the agent, the zygote and the kernel instead of
         # copied into each. A stateful sandbox is 1.3 MB smaller; an idle one 0.5 MB larger
         # (the agent's own later allocations copy some of those pages); a warm run no slower.
+        # And typing, which the agent imports anyway (asyncio does) and most scored code
+        # does first (`from typing import List`): such a run takes 4 ms instead of 13, for
+        # 0.35 MB more per sandbox.
         import ast  # noqa: F401
         import json  # noqa: F401
+        import typing  # noqa: F401
 
         from . import zygote as fork_server
 

@@ -11,8 +11,8 @@ Without ``logging``, ``json``, ``argparse``, ``ast`` and the enum-heavy ``signal
 ``socket`` wrappers the zygote's private memory fell from 6.9 to 4.0 MB, and a trivial run
 from 6.7 to 4.1 ms. Hence ``_signal`` rather than ``signal``, ``marshal`` for the orders
 (they come from the agent alone) and late imports where rare. (``ast`` and ``json``, which
-kernels need, are in the zygote after all, but as pages it shares with the agent, which
-imported them before forking it: see ``__main__``.)
+kernels need, and ``typing``, which most scored code imports, are in the zygote after all, but
+as pages it shares with the agent, which imported them before forking it: see ``__main__``.)
 """
 
 import _signal as signal
