@@ -339,7 +339,8 @@ class SandboxPool:
         slot.uses += 1
         self._leased[id(slot.sandbox)] = slot
         self._counters.leases += 1
-        self._supervisor.poke()  # demand changed: the idle set may need topping up
+        if self._shortfall():  # the idle set needs topping up; else waking it is wasted work on every call
+            self._supervisor.poke()
         return slot.sandbox
 
     def _offer(self, slot: _Slot) -> None:
