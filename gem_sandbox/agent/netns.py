@@ -18,7 +18,7 @@ no security boundary) every socket is someone else's, and no setting is the agen
 import os
 
 TW_BUCKETS = "/proc/sys/net/ipv4/tcp_max_tw_buckets"
-TABLES = ("tcp", "tcp6", "udp", "udp6")
+SOCKSTAT = ("/proc/net/sockstat", "/proc/net/sockstat6")
 
 
 def own_namespace():
@@ -47,12 +47,22 @@ def disable_time_wait():
 
 
 def sockets():
-    """How many TCP and UDP sockets the namespace holds, in any state (TIME_WAIT too)."""
+    """How many TCP, UDP and raw sockets the namespace holds, in any state (TIME_WAIT too).
+    From the namespace's counters (``sockstat``): the tables in ``/proc/net/tcp`` list every
+    socket of the host's hash to show this namespace's, 4 ms a table here, and a reset
+    that read all four spent most of its time there."""
     count = 0
-    for table in TABLES:
+    for path in SOCKSTAT:
         try:
-            with open("/proc/net/" + table, "rb") as f:
-                count += max(0, f.read().count(b"\n") - 1)  # less the header
+            with open(path, "rb") as f:
+                rows = f.read().split(b"\n")
         except OSError:
-            pass  # no IPv6
+            continue  # no IPv6
+        for row in rows:
+            fields = row.split()
+            if fields[:1] in ([b"FRAG:"], [b"FRAG6:"]):
+                continue  # fragment queues, not sockets
+            for name in (b"inuse", b"tw"):
+                if name in fields[:-1]:
+                    count += int(fields[fields.index(name) + 1])
     return count

@@ -146,7 +146,7 @@ PRESSURES = [
             i += 1
         """,
         4.0,
-        {S.TIMEOUT},
+        {S.TIMEOUT, S.OOM},  # on Docker the tmpfs's inodes are the container's memory
         False,
         id="inode_flood_in_tmp",
     ),
