@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -289,6 +290,69 @@ async def test_the_whole_check_has_a_deadline(runtime: Runtime, problems: list[d
     slow = "    import time\n    time.sleep(0.4)\n" + problems[0]["canonical_solution"]  # 7 calls: 2.8 s
     outcome = await HumanEvalEnv(runtime=runtime, timeout=1.0, call_timeout=2.0).ascore(slow, problems[0])
     assert outcome.category.value == "timeout", outcome
+
+
+def _problem(test: str) -> dict:
+    """A HumanEval-shaped problem of ``f(x)`` with ``test`` as its check's body."""
+    body = textwrap.indent(textwrap.dedent(test), "    ")
+    return {"task_id": "own/0", "prompt": "def f(x):\n    \"\"\"f.\"\"\"\n", "entry_point": "f", "test": f"def check(candidate):\n{body}"}
+
+
+DEPENDENT = """
+x = candidate(1)
+assert candidate(x) == 4
+for i in range(candidate(0)):  # no calls while recording: its stand-in iterates nothing
+    assert candidate(i) == 2 * i
+assert candidate(3) == 6
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ("    return 2 * x", "ok"),
+        ("    return x + 1", "wrong_answer"),  # f(1) is right; f(2), asked live, is not
+        ("    return {1: 2, 2: 4, 0: 0}.get(x, 0)", "wrong_answer"),  # right until the last
+    ],
+)
+async def test_calls_that_depend_on_answers_are_asked_again_and_the_verdict_is_the_real_one(
+    runtime: Runtime, body: str, status: str
+):
+    outcome = await HumanEvalEnv(runtime=runtime).ascore(body, _problem(DEPENDENT))
+    assert outcome.category.value == status, outcome
+
+
+@pytest.mark.anyio
+async def test_a_solution_with_state_answers_in_the_order_of_the_calls(runtime: Runtime):
+    counter = "calls = []\ndef f(x):\n    calls.append(x)\n    return len(calls)\n"
+    test = "assert candidate(0) == 1\nassert candidate(0) == 2\nassert candidate(7) == 3\n"
+    outcome = await HumanEvalEnv(runtime=runtime).ascore(counter, _problem(test))
+    assert outcome.category.value == "ok", outcome
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("blocked", [False, True], ids=["own_timer", "timer_blocked"])
+async def test_a_call_past_its_time_in_the_batch_is_a_timeout(runtime: Runtime, blocked: bool):
+    """The second of three calls loops: a timeout, whether the solution's own timer stops it
+    or the solution blocked that timer (then the batch's cell runs out, and the calls are
+    asked one by one in a new kernel)."""
+    block = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n" if blocked else ""
+    loops = block + "def f(x):\n    while x == 2:\n        pass\n    return x\n"
+    test = "assert candidate(1) == 1\nassert candidate(2) == 2\nassert candidate(3) == 3\n"
+    env = HumanEvalEnv(runtime=runtime, call_timeout=1.0)
+    outcome = await env.ascore(loops, _problem(test))
+    assert outcome.category.value == "timeout", outcome
+
+
+@pytest.mark.anyio
+async def test_a_test_that_would_loop_on_the_recording_stand_in_still_scores(runtime: Runtime):
+    """The stand-in has no length, so recording this loop never ends on its own: it stops
+    at its bound, and the real run asks the calls it makes."""
+    test = "i = 0\nwhile len(candidate(i)) < 3:\n    i += 1\nassert i == 3\n"
+    right = await HumanEvalEnv(runtime=runtime).ascore("    return 'x' * x", _problem(test))
+    wrong = await HumanEvalEnv(runtime=runtime).ascore("    return 'xx' * x", _problem(test))
+    assert (right.category.value, wrong.category.value) == ("ok", "wrong_answer"), (right, wrong)
 
 
 @pytest.mark.anyio

