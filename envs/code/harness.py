@@ -11,8 +11,9 @@ so a test that swallows exceptions still fails.
 
 Most tests make the same calls whatever the answers (``assert candidate(3) == 5``, seven
 times), and a round trip per call is most of a check's time. So the test first runs against a
-stand-in that equals anything (:class:`_Anything`), which records the calls it would make;
-``call_many`` sends them in one go, and the real run takes each answer from that batch while
+stand-in that equals anything (:class:`_Anything`), which records the calls it would make
+(:func:`record`); the solution answers them in one go, and the real run takes each answer
+from that batch while
 its calls are the ones recorded, making live calls once they differ (a call depending on an
 earlier answer, a random input). The verdict is always the real run's, on real answers. The
 recording run is bounded in calls and in lines executed, so no test loops forever on a
@@ -21,25 +22,27 @@ stand-in.
 
 from __future__ import annotations
 
+import ast
+import random
 import sys
+import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
 from .outcome import Category, Outcome
-from .wire import literal
+from .wire import PARSING, literal
 
 TEST_FILE = "<test>"
 MAX_RECORDED_CALLS = 1000
 MAX_RECORDED_EVENTS = 200_000  # calls and lines the recording run may execute
+_RANDOM = threading.Lock()  # see _seeded
 
 #: ``call(request)``: the solution's reply to ``repr((name, args, kwargs))``: ``= <literal>``,
 #: ``! <exception name>``; raises :class:`Broken`.
 Call = Callable[[str], str]
-#: ``call_many(requests)``: the replies to several requests, in order, ended early by ``~``
-#: at a call past its time; empty when they could not be had in one go.
-CallMany = Callable[[list[str]], list[str]]
 
 
 class Broken(Exception):
@@ -55,28 +58,38 @@ class CandidateRaised(Exception):
     one of these)."""
 
 
-def check(problem: Mapping[str, Any], call: Call, call_many: CallMany | None = None) -> Outcome:
-    """Run ``problem``'s test against the solution behind ``call`` (and ``call_many``, for
-    the calls recorded in advance); the outcome. A prompt or test that does not run at all is
+def record(problem: Mapping[str, Any]) -> list[str]:
+    """The requests ``problem``'s test makes while every answer is :class:`_Anything`, up to
+    where it stops (an assert the stand-in fails, an error, a bound): the calls to answer
+    in advance."""
+    code = _compile(problem, recording=True)
+    with _seeded(problem):
+        return _record(code, problem["entry_point"])
+
+
+def check(problem: Mapping[str, Any], ahead: list[tuple[str, str]], call: Call | None) -> Outcome | None:
+    """Run ``problem``'s test against the solution: the answers ``ahead`` (``(request,
+    reply)`` pairs, in the order they were recorded) while the test's calls match them,
+    then ``call`` for the rest, live; the outcome. With ``call`` None, None when the test
+    asks anything ``ahead`` does not answer. A prompt or test that does not run at all is
     the dataset's error and raises."""
     entry, test = problem["entry_point"], problem["test"]
-    code = (compile(problem["prompt"], "<prompt>", "exec"), compile(test, TEST_FILE, "exec"))
-    ahead: list[tuple[str, str]] = []
+    code = _compile(problem)
+    ahead = list(ahead)
     broken: list[Broken] = []
-    if call_many is not None:
-        requests = _record(code, entry)
-        try:
-            ahead = list(zip(requests, call_many(requests)))
-        except Broken as exc:  # the solution could not be asked again: its first call says why
-            broken.append(exc)
+    diverged = False
 
     def candidate(*args: Any, **kwargs: Any) -> Any:
+        nonlocal diverged
         if broken:
             raise broken[0]
         request = repr((entry, args, kwargs))
         try:
             if ahead and ahead[0][0] == request:
                 reply = ahead.pop(0)[1]
+            elif call is None:
+                diverged = True
+                raise _Bound
             else:
                 ahead.clear()  # the calls went another way, or the batch ran out: live from here
                 reply = call(request)
@@ -86,8 +99,14 @@ def check(problem: Mapping[str, Any], call: Call, call_many: CallMany | None = N
             raise
 
     try:
-        _run(code, entry, candidate)
+        if call is None:  # never waits: drawn as when recorded
+            with _seeded(problem):
+                _run(code, entry, candidate)
+        else:  # live calls wait on the solution: unseeded, for the lock is not held that long
+            _run(code, entry, candidate)
         outcome = Outcome(Category.OK, 1, 1)
+    except _Bound:
+        return None
     except AssertionError as exc:
         outcome = _failed(Category.WRONG_ANSWER, _where(exc, test) or "an assert failed")
     except CandidateRaised as exc:
@@ -96,6 +115,8 @@ def check(problem: Mapping[str, Any], call: Call, call_many: CallMany | None = N
         outcome = _failed(exc.category, str(exc))
     except Exception as exc:  # the test raised on a value the candidate returned
         outcome = _failed(Category.WRONG_ANSWER, f"the test raised {type(exc).__name__} at {_where(exc, test) or 'the test'}")
+    if diverged:  # a test that swallowed even that
+        return None
     if broken:  # whatever the test did with the exception
         outcome = _failed(broken[0].category, str(broken[0]))
     return outcome
@@ -116,6 +137,42 @@ def decode(reply: str, name: str) -> Any:
         raise Broken(Category.WRONG_ANSWER, f"{name} returned something that is not a literal") from None
 
 
+@contextmanager
+def _seeded(problem: Mapping[str, Any]) -> Iterator[None]:
+    """The ``random`` module seeded by the problem for one run of its test, so a test that
+    draws its inputs (random strings, coefficients) makes the same calls when recorded and
+    when run on the answers. One run at a time (other threads' draws would interleave);
+    the process's own sequence is put back after."""
+    with _RANDOM:
+        saved = random.getstate()
+        random.seed(str(problem.get("task_id", "")))
+        try:
+            yield
+        finally:
+            random.setstate(saved)
+
+
+def _compile(problem: Mapping[str, Any], recording: bool = False) -> tuple[Any, Any]:
+    """The prompt and the test, compiled; for ``recording``, the test's asserts made
+    harmless (:class:`_Unasserted`)."""
+    test: Any = problem["test"]
+    if recording:
+        with PARSING:  # see wire.literal
+            test = ast.fix_missing_locations(_Unasserted().visit(ast.parse(test, TEST_FILE)))
+    return compile(problem["prompt"], "<prompt>", "exec"), compile(test, TEST_FILE, "exec")
+
+
+class _Unasserted(ast.NodeTransformer):
+    """Each ``assert x`` as ``try: x / except Exception: pass``, so the recording run goes
+    on past an assert its stand-in fails (``abs(f(x) - y) < 1e-6``, which is False on a
+    stand-in's 0.0) to the calls after it."""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.Try:
+        ignore = ast.ExceptHandler(type=ast.Name("Exception", ast.Load()), name=None, body=[ast.Pass()])
+        tried = ast.Try(body=[ast.Expr(node.test)], handlers=[ignore], orelse=[], finalbody=[])
+        return ast.copy_location(tried, node)
+
+
 def _run(code: tuple[Any, Any], entry: str, candidate: Callable[..., Any]) -> None:
     namespace: dict[str, Any] = {"__name__": "__check__"}
     exec(code[0], namespace)  # the test uses the prompt's helpers
@@ -125,8 +182,6 @@ def _run(code: tuple[Any, Any], entry: str, candidate: Callable[..., Any]) -> No
 
 
 def _record(code: tuple[Any, Any], entry: str) -> list[str]:
-    """The requests the test makes while every answer is :class:`_Anything`, up to where it
-    stops (an assert the stand-in fails, an error, a bound)."""
     requests: list[str] = []
 
     def candidate(*args: Any, **kwargs: Any) -> Any:
@@ -156,7 +211,8 @@ def _record(code: tuple[Any, Any], entry: str) -> list[str]:
 
 
 class _Bound(BaseException):
-    """The recording run reached a bound."""
+    """The recording run reached a bound, or a run on recorded answers alone went past
+    them."""
 
 
 class _Anything:

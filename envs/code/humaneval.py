@@ -38,12 +38,13 @@ import anyio.to_thread
 
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.client import Sandbox
-from gem_sandbox.sync import SyncRuntime
+from gem_sandbox.sandbox.errors import SandboxCrashed, SandboxUnavailable
+from gem_sandbox.sync import SyncRuntime, resolve_runtime
 
 from gem_sandbox_envs import sandbox_code
 
 from . import harness
-from .base import ScoredCodeEnv
+from .base import MAX_SOURCE_BYTES, ScoredCodeEnv
 from .outcome import Category, Outcome, failure_of
 from .solution_server import MARK
 from .tasks import Task, TaskCycle
@@ -55,6 +56,8 @@ PROMPT = (
 )
 KERNEL = "humaneval-solution"
 BATCH_BUDGET = 1.0  # seconds the calls recorded in advance may take before the rest go live
+# After the import (load_cell): the recorded calls, and their replies printed whole.
+ONE_RUN = "answer_all({requests!r}, {limit!r}, {budget!r})\nwhile STATE['pending']:\n    more()\n"
 
 
 def _source(name: str) -> str:
@@ -88,6 +91,29 @@ def load_cell(problem: Mapping[str, Any], code: str, memory_mb: int | None) -> s
     return f"{_source('wire.py')}\n{_source('solution_server.py')}\nload({module!r}, {memory})\n"
 
 
+def _replies(stdout: str) -> list[str]:
+    """The replies of :data:`ONE_RUN` (after the import's own): its pieces, in order, the
+    last one flagged last; empty for anything else (the solution wrote its own lines)."""
+    pieces = stdout.split(MARK)[2:]
+    if not pieces or any(not p.endswith("\n") for p in pieces):
+        return []
+    if [p[0] for p in pieces] != ["+"] * (len(pieces) - 1) + ["."]:
+        return []
+    return _reply_list("".join(p[1:-1] for p in pieces))
+
+
+def _reply_list(reply: str) -> list[str]:
+    """The replies in ``answer_all``'s reply; empty when it is anything else (the solution
+    replaced its own server)."""
+    try:
+        replies = literal(reply[2:]) if reply.startswith("= ") else None
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return []
+    if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
+        return []
+    return replies
+
+
 class Remote:
     """The solution's kernel as the harness sees it: one cell per call, each within
     ``call_timeout`` seconds and all before ``deadline`` (the loop's clock)."""
@@ -108,11 +134,7 @@ class Remote:
         """:data:`harness.Call`, from the harness's worker thread."""
         return anyio.from_thread.run(self.ask, f"answer({request!r})\n", "a call")
 
-    def call_many(self, requests: list[str]) -> list[str]:
-        """:data:`harness.CallMany`, from the harness's worker thread."""
-        return anyio.from_thread.run(self._call_many, requests) if requests else []
-
-    async def _call_many(self, requests: list[str]) -> list[str]:
+    async def answer_all(self, requests: list[str]) -> list[str]:
         """The replies to ``requests`` from one cell, each call within ``call_timeout`` (the
         solution's own timer; the cell's deadline is all of theirs), and no call started
         past :data:`BATCH_BUDGET` (or a quarter of the time left), so that calls the test
@@ -127,13 +149,7 @@ class Remote:
         except harness.Broken:
             await self.load(self.load_cell)
             return []
-        try:
-            replies = literal(reply[2:]) if reply.startswith("= ") else None
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            replies = None
-        if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
-            return []  # its own server replaced: every call then answers for itself
-        return replies[: len(requests)]
+        return _reply_list(reply)[: len(requests)]
 
     async def ask(self, cell: str, what: str, timeout: float | None = None) -> str:
         """Run ``cell`` (within ``timeout``, default ``call_timeout``); its reply (``= ...`` or
@@ -201,12 +217,46 @@ class HumanEvalEnv(ScoredCodeEnv):
     def tests_of(self, task: Task) -> int:
         return 1  # check() is one test: it passes or fails as a whole
 
+    async def ascore(self, code: str, task: Task | None = None) -> Outcome:
+        """First in one run, on any warm sandbox with no lease or reset: the answer imported
+        and the calls the harness recorded answered in one process. When the test asks
+        beyond those answers (or that run did not end well), again in a leased sandbox's
+        kernel that also answers live (:meth:`score_on`)."""
+        task = self.task if task is None else task
+        if len(code.encode()) <= MAX_SOURCE_BYTES:
+            runtime = await resolve_runtime(self.runtime)
+            requests = await anyio.to_thread.run_sync(harness.record, task)
+            try:
+                replies = await self._answers_in_one_run(runtime, code, task, requests) if requests else []
+            except (SandboxUnavailable, SandboxCrashed):
+                replies = []  # the leased path says what the infrastructure did
+            ahead = list(zip(requests, replies))
+            outcome = await anyio.to_thread.run_sync(harness.check, task, ahead, None)
+            if outcome is not None:
+                return outcome
+        return await super().ascore(code, task)
+
+    async def _answers_in_one_run(
+        self, runtime: Runtime, code: str, task: Task, requests: list[str]
+    ) -> list[str]:
+        """The replies to ``requests`` from one stateless run; empty unless it ended well."""
+        budget = min(BATCH_BUDGET, self.timeout / 4)
+        program = load_cell(task, code, self.memory_mb) + ONE_RUN.format(
+            requests=requests, limit=self.call_timeout, budget=budget
+        )
+        result = await runtime.run(program, timeout=budget + self.call_timeout + 1.0)
+        return _replies(result.stdout) if result.ok else []
+
     async def score_on(self, sandbox: Sandbox, code: str, task: Task) -> Outcome:
         remote = Remote(sandbox, self.call_timeout, anyio.current_time() + self.timeout)
         try:
             await remote.load(load_cell(task, code, self.memory_mb))
-        except harness.Broken as exc:
+            requests = await anyio.to_thread.run_sync(harness.record, task)
+            replies = await remote.answer_all(requests) if requests else []
+        except harness.Broken as exc:  # the solution cannot answer: the first call says why
             return Outcome(exc.category, 0, 1, detail=str(exc))
-        # The thread's calls hop back to this loop; cancelling waits for the thread, whose
-        # calls all end by the deadline.
-        return await anyio.to_thread.run_sync(harness.check, task, remote.call, remote.call_many)
+        # The thread's live calls hop back to this loop, to the sandbox it already holds;
+        # cancelling waits for the thread, whose calls all end by the deadline.
+        outcome = await anyio.to_thread.run_sync(harness.check, task, list(zip(requests, replies)), remote.call)
+        assert outcome is not None  # with live calls there is always a verdict
+        return outcome

@@ -12,8 +12,12 @@ A request is ``repr((name, args, kwargs))``; an answer is ``= <repr of the resul
 """
 
 import ast
+import threading
 
 MAX_LINE = 1024 * 1024  # bytes in one request or answer (a parsed answer stays far below memory limits)
+
+
+PARSING = threading.Lock()
 
 
 class _FloatNames(ast.NodeTransformer):
@@ -25,5 +29,8 @@ class _FloatNames(ast.NodeTransformer):
 
 def literal(text):
     """The value of the literal ``text``; raises ValueError, SyntaxError (or MemoryError,
-    RecursionError for absurd nesting) when it is anything else."""
-    return ast.literal_eval(_FloatNames().visit(ast.parse(text, mode="eval")))
+    RecursionError for absurd nesting) when it is anything else. One parse at a time: the
+    host parses in several threads, and CPython 3.11's parser may then fail with a
+    SystemError (python/cpython#106905)."""
+    with PARSING:
+        return ast.literal_eval(_FloatNames().visit(ast.parse(text, mode="eval")))
