@@ -317,8 +317,7 @@ class Sandbox:
     ) -> ExecResult:
         """Run ``code`` in a fresh process. The code's own failures come back as the
         result's status; only the caller's mistakes raise. A compiled language compiles
-        first, within ``compile_timeout`` (default ``protocol.COMPILE_TIMEOUT``): that
-        phase's result is the result's ``compile``."""
+        first, within ``compile_timeout`` (``protocol.COMPILE_TIMEOUT``), its result ``compile``."""
         header, data = self._run_request(code, language, stdin, timeout, env, cwd, limits)
         return await self._result(dict(header, compile_timeout=compile_timeout), data)
 
