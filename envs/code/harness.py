@@ -13,10 +13,9 @@ Most tests make the same calls whatever the answers (``assert candidate(3) == 5`
 times), and a round trip per call is most of a check's time. So the test first runs against a
 stand-in that equals anything (:class:`_Anything`), which records the calls it would make
 (:func:`record`); the solution answers them in one go, and the real run takes each answer
-from that batch while
-its calls are the ones recorded, making live calls once they differ (a call depending on an
-earlier answer, a random input). The verdict is always the real run's, on real answers. The
-recording run is bounded in calls and in lines executed, so no test loops forever on a
+from that batch while its calls are the ones recorded, making live calls once they differ (a
+call depending on an earlier answer). The verdict is always the real run's, on real answers.
+The recording run is bounded in calls and in lines executed, so no test loops forever on a
 stand-in.
 """
 
