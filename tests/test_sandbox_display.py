@@ -4,12 +4,13 @@ as a Jupyter kernel sends ``display_data`` and ``execute_result``, on every back
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator
 
 import pytest
 
-from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.sandbox.client import Sandbox, open_sandbox
 from gem_sandbox.sandbox.result import Status
-from tests.sandbox_fixtures import sandbox  # noqa: F401  (fixture)
+from tests.sandbox_fixtures import SPEC, make_backend, sandbox  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.anyio
 
@@ -79,7 +80,27 @@ async def test_a_raising_cell_still_answers_what_it_showed_first(sandbox: Sandbo
     assert result.display == ({"text/plain": "'before'"},)
 
 
-async def test_matplotlib_figures_are_shown_as_png_and_closed(sandbox: Sandbox):
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+async def plotting_sandbox(request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
+    """A sandbox whose Python has matplotlib: bubblewrap on a host with python3-matplotlib,
+    or Docker's polyglot image (the default image stays small without it)."""
+    if request.param == "local":
+        backend = make_backend("local")
+    else:
+        make_backend("docker")  # skips where Docker cannot run
+        from gem_sandbox.sandbox.backends.docker import DockerBackend, DockerOptions, images
+
+        image = images.default_image("polyglot")
+        if image is None:
+            pytest.skip("the polyglot image is not built: gem-sandbox images build --profile polyglot")
+        backend = DockerBackend(DockerOptions(image=image))
+    async with open_sandbox(backend, SPEC) as sb:
+        yield sb
+    await backend.aclose()
+
+
+async def test_matplotlib_figures_are_shown_as_png_and_closed(plotting_sandbox: Sandbox):
+    sandbox = plotting_sandbox
     probe = await sandbox.run("import matplotlib")
     if not probe.ok:
         pytest.skip("matplotlib is not installed where this sandbox's python is (python3-matplotlib)")

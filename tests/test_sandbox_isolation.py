@@ -73,9 +73,13 @@ async def test_fork_bomb_is_contained_and_the_next_run_is_clean(sandbox: Sandbox
 
 
 async def test_python_fork_bomb_is_contained(sandbox: Sandbox):
+    """The verdict waits a second for the bomb's processes to die; under load the killing
+    goes on after it, and is done well within a reset's time."""
     code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     assert (await sandbox.run(code, timeout=2.0)).status is Status.TIMEOUT
-    assert (await sandbox.stats())["processes"] == 0
+    with anyio.fail_after(6):
+        while (await sandbox.stats())["processes"]:
+            await anyio.sleep(0.1)
 
 
 async def test_memory_bomb_is_contained_and_the_next_run_is_clean(sandbox: Sandbox):

@@ -138,6 +138,7 @@ class Tenants:
             self.free_uids = collections.deque(self.uid_range)  # FIFO: a uid rests between uses
         self.in_use = set()
         self.exempt = set()  # the agent's own children that run no user code (yet)
+        self.finishing = set()  # kills going on after the verdict that could not wait for them
         self.forked = set()  # children forked for the agent that it has heard of, until they end
         self.zygote = None  # the fork server's pid (uid mode): see _alive
         self.tokens = set()  # every token handed out since the last reset: escapes keep theirs
@@ -257,6 +258,8 @@ class Tenants:
             return set(p for p in pids if not (table[p].zombie and table[p].ppid in spare))
 
         gone = await self._kill_until_gone(select, not spare, RUN_KILL_LIMIT)
+        if not gone and not spare:
+            self._go_on_killing(select)
         if gone and not spare and self.uid_mode:
             # What a run made in System V IPC lives no longer than the run: a segment would
             # otherwise stay resident, beyond the run's memory limit, owned by no process.
@@ -277,23 +280,37 @@ class Tenants:
         await self.remove_ipc(self.uid_range if self.uid_mode else ())
         return len(killed)
 
+    def _go_on_killing(self, select):
+        """A kill the verdict did not wait for goes on after it, as long as a reset's may, so
+        that what is left does not run on beside the next run. Its uid stays held back, and
+        the sandbox unclean, until a reset (which cancels it: the uid may be handed out)."""
+        task = asyncio.get_running_loop().create_task(
+            self._kill_until_gone(select, True, RESET_KILL_LIMIT, settle=False)
+        )
+        self.finishing.add(task)
+        task.add_done_callback(self.finishing.discard)
+
     def recover(self):
         """After a reset killed everything: forget old tokens, take back quarantined uids."""
+        for task in list(self.finishing):
+            task.cancel()
         self.tokens = set(t.token for t in self.in_use)
         if self.uid_mode:
             taken = set(t.uid for t in self.in_use)
             self.free_uids = collections.deque(u for u in self.uid_range if u not in taken)
 
-    async def _kill_until_gone(self, select, helpers, limit):
+    async def _kill_until_gone(self, select, helpers, limit, settle=True):
         """Kill what ``select(table)`` picks until it picks nothing (True). Under load the
         kernel may take seconds to tear processes down: patience lasts while they keep
         dying (the count reaches a new low within :data:`KILL_PATIENCE`), up to ``limit``
         seconds. False then: the caller holds the uid back or the reset fails, and the host
-        replaces the sandbox."""
+        replaces the sandbox. Only a kill with ``settle`` leaves its last table for the clean
+        check (:attr:`settled`): one going on in the background ends at any time."""
         loop = asyncio.get_running_loop()
         now = loop.time()
         limit_at, stalled_at, fewest = now + limit, now + KILL_PATIENCE, None
-        self.settled = None
+        if settle:
+            self.settled = None
         pause = 0.0005
         signalled = set()
         while True:
@@ -301,7 +318,8 @@ class Tenants:
             table = snapshot()
             pids = select(table)
             if not pids:
-                self.settled = table
+                if settle:
+                    self.settled = table
                 return True
             now = loop.time()
             if fewest is None or len(pids) < fewest:
