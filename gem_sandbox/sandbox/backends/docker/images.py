@@ -114,6 +114,7 @@ def build(
     context = context_dir(profile)
     with closing(docker.from_env(timeout=_BUILD_API_TIMEOUT_S)) as client:
         if not force and _image_exists(client, tag):
+            client.images.get(tag).tag(_profile(profile).repository, "latest")  # back, if it moved
             progress(f"{tag} is up to date")
             return tag
         if offline is None:
@@ -131,10 +132,15 @@ def build(
 
 
 def default_image(profile: str = "default") -> str | None:
-    """The newest image of a profile present (its hash tag), or ``None`` if none or no daemon."""
+    """The image of a profile's current build inputs when it is present, else the newest one
+    present (its hash tag); ``None`` if none or no daemon. Not simply the newest: an image
+    built from other inputs (an edited package list, since put back) may be newer."""
     repository = _profile(profile).repository
     try:
         with closing(docker.from_env()) as client:
+            current = current_tag(profile)
+            if _image_exists(client, current):
+                return current
             images = client.images.list(name=repository)
     except docker.errors.DockerException:
         return None
