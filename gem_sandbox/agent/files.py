@@ -85,55 +85,6 @@ def read_tar(root, paths, max_bytes=MAX_READ_BYTES):
     return missing, out.getvalue()
 
 
-def empty_dir(path):
-    """Remove everything inside ``path`` without following any link."""
-    fd = os.open(path, _DIR_FLAGS)
-    try:
-        _empty(fd)
-    finally:
-        os.close(fd)
-
-
-def remove_tree(path):
-    """Remove ``path`` (a directory made by the agent) and everything in it, if it exists."""
-    try:
-        empty_dir(path)
-        os.rmdir(path)
-    except FileNotFoundError:
-        pass
-
-
-def _empty(top):
-    """Remove everything below the open directory ``top``, depth first, holding one
-    descriptor and no recursion whatever the tree's depth, and following no link. Runs only
-    when the tree's writers are dead, so ``..`` leads back the way it came."""
-    fd = os.dup(top)
-    names = []  # the path from top down to fd
-    try:
-        while True:
-            sub = None
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        sub = entry.name
-                        break
-                    os.unlink(entry.name, dir_fd=fd)
-            if sub is not None:
-                os.chmod(sub, 0o700, dir_fd=fd)  # code may have taken its own access away
-                step = os.open(sub, _DIR_FLAGS, dir_fd=fd)
-                names.append(sub)
-            elif names:
-                step = os.open("..", _DIR_FLAGS, dir_fd=fd)
-            else:
-                return
-            os.close(fd)
-            fd = step
-            if sub is None:
-                os.rmdir(names.pop(), dir_fd=fd)
-    finally:
-        os.close(fd)
-
-
 def _open_dir(parent, name, path):
     """The directory ``name`` in ``parent``; None when missing; refuses links."""
     try:
