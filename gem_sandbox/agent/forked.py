@@ -150,10 +150,6 @@ def _reset_signals():
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is not None:  # forked from the agent itself (token mode): its loop is still
-        asyncio.events._set_running_loop(None)  # marked running here, and user code that
-        asyncio.set_event_loop(None)  # starts its own (asyncio.run) must not see it
 
 
 def _map_fds(fds, control_r):
