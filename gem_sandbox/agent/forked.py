@@ -107,9 +107,12 @@ def _obey(orders):
 def _first_to_die():
     """The kernel's OOM killer picks user code before the agent (while still privileged
     enough to write the file; raising one's own score needs no capability anyway)."""
-    try:
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")
+    try:  # not open(): its io objects cost a warm run 0.05 ms
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(fd, b"1000")
+        finally:
+            os.close(fd)
     except OSError:
         pass
 
