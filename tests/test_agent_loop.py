@@ -1,6 +1,7 @@
 """The agent's event loop (gem_sandbox/agent/aio.py) keeps asyncio's meaning for what the
 agent uses: these pin the parts whose subtleties the agent relies on."""
 
+import gc
 import os
 import signal
 
@@ -126,3 +127,17 @@ def test_an_event_wakes_every_waiter():
         assert len(done) == 3 and event.is_set()
 
     aio.run(main())
+
+
+def test_a_task_error_nobody_retrieved_is_logged(capsys):
+    async def error():
+        raise ValueError("lost")
+
+    async def main():
+        task = aio.get_running_loop().create_task(error())
+        await aio.sleep(0.01)
+        assert task.done()
+
+    aio.run(main())
+    gc.collect()
+    assert "never retrieved: ValueError('lost')" in capsys.readouterr().err

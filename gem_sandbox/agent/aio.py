@@ -40,6 +40,7 @@ class Future:
         self._callbacks = []
         self._state = "pending"
         self._result = self._exception = None
+        self._retrieved = False
 
     def done(self):
         return self._state != "pending"
@@ -48,6 +49,7 @@ class Future:
         return self._state == "cancelled"
 
     def result(self):
+        self._retrieved = True
         if self._state == "cancelled":
             raise CancelledError()
         if self._state == "pending":
@@ -57,6 +59,7 @@ class Future:
         return self._result
 
     def exception(self):
+        self._retrieved = True
         if self._state == "cancelled":
             raise CancelledError()
         return self._exception
@@ -113,6 +116,10 @@ class Task(Future):
         if self._waiting is not None:
             self._waiting.cancel()  # resumes the task, whose await then raises
         return True
+
+    def __del__(self):
+        if self._exception is not None and not self._retrieved:  # as asyncio says it
+            log.error("a task's exception was never retrieved: %r", self._exception)
 
     def _step(self, _=None):
         self._waiting = None
