@@ -159,9 +159,6 @@ class Runner(Part):
 
     async def _take_child(self):
         spare, self.spare = self.spare, None
-        # The next run's child is forked and prepared now, while this one runs: calls that
-        # come back to back (a trainer's loop) find it ready instead of waiting for it.
-        self.prepare_spare()
         if spare is not None:
             try:
                 prepared = await spare
