@@ -70,6 +70,10 @@ class Future:
         else:
             self._callbacks.append(callback)
 
+    def remove_done_callback(self, callback):
+        while callback in self._callbacks:
+            self._callbacks.remove(callback)
+
     def set_result(self, result):
         self._finish("finished", result, None)
 
@@ -363,16 +367,9 @@ async def wait(futures, timeout=None, return_when=ALL_COMPLETED):
             if timer is not None:
                 timer.cancel()
             for future in futures:
-                _remove_callback(future, on_done)
+                future.remove_done_callback(on_done)
     done = set(f for f in futures if f.done())
     return done, futures - done
-
-
-def _remove_callback(future, callback):
-    try:
-        future._callbacks.remove(callback)
-    except ValueError:
-        pass
 
 
 class Event:
