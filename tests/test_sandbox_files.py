@@ -13,7 +13,7 @@ from gem_sandbox.agent.protocol import Refused
 from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import FileTransferError, UnsafePath
 from gem_sandbox.sandbox.result import Status
-from tests.sandbox_fixtures import sandbox  # noqa: F401  (fixture)
+from tests.sandbox_fixtures import HOST_BACKENDS, sandbox  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.anyio
 
@@ -29,6 +29,13 @@ async def test_written_files_read_back_byte_for_byte(sandbox: Sandbox):
 async def test_write_under_a_destination_dir(sandbox: Sandbox):
     await sandbox.write_files({"x.py": "print(1)"}, dest="pkg")
     assert (await sandbox.run("print(open('pkg/x.py').read())")).stdout == "print(1)\n"
+
+
+@pytest.mark.parametrize("sandbox", HOST_BACKENDS, indirect=True)  # e2b's own /home/user is its own
+async def test_e2b_home_dir_is_the_work_dir(sandbox: Sandbox):
+    await sandbox.write_files({"note.txt": "hi\n"})
+    result = await sandbox.run("cat /home/user/note.txt && cd /home/user && pwd && touch made && ls /work", "bash")
+    assert result.stdout.split() == ["hi", "/home/user", "made", "note.txt"]
 
 
 async def test_executables_and_empty_directories_are_written_as_named(sandbox: Sandbox):

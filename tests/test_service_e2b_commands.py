@@ -79,6 +79,13 @@ async def test_files_written_are_seen_by_commands(sandbox: e2b.AsyncSandbox) -> 
     assert result.stdout == "42\n"
 
 
+async def test_commands_run_in_the_home_dir_the_files_api_names(sandbox: e2b.AsyncSandbox) -> None:
+    await sandbox.files.write("/home/user/sub/x.txt", "in sub")
+    result = await sandbox.commands.run("pwd; echo $HOME; cat /home/user/sub/x.txt")
+    assert result.stdout == "/home/user\n/home/user\nin sub"
+    assert (await sandbox.commands.run("pwd", cwd="/home/user/sub")).stdout == "/home/user/sub\n"
+
+
 async def test_the_e2b_backend_runs_its_agent_in_an_e2b_sandbox(service: Service) -> None:
     options = E2BOptions(api_key=ALPHA.secret, api_url=service.url, sandbox_url=service.url)
     async with Runtime(E2BBackend(options), max_size=1, min_idle=1) as runtime:

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from gem_sandbox.runtime import LeasedSandbox
 from gem_sandbox.sandbox.result import ExecResult, Status
-from gem_sandbox.service.e2b.envd import e2b_of, e2b_path, jupyter_tenant, local_path, sandbox_of
+from gem_sandbox.service.e2b.envd import HOME, e2b_of, e2b_path, jupyter_tenant, local_path, sandbox_of
 from gem_sandbox.service.e2b.state import DEFAULT_CONTEXT, Context
 from gem_sandbox.service.e2b.wire import Endpoint, plain_error
 from gem_sandbox.service.errors import Problem
@@ -120,8 +120,9 @@ async def _ready(sandbox: LeasedSandbox, context: Context, env: dict[str, str]) 
     """Give a fresh kernel the sandbox's env and the context's cwd."""
     if context.ready:
         return
-    lines = [f"__import__('os').chdir({context.cwd!r})"] if context.cwd != "." else []
-    await _setup(sandbox, context, "\n".join([*lines, f"__import__('os').environ.update({env!r})"]))
+    env = {"HOME": HOME, **env}
+    chdir = f"__import__('os').chdir({e2b_path(context.cwd)!r})"
+    await _setup(sandbox, context, f"{chdir}\n__import__('os').environ.update({env!r})")
     context.ready = True
 
 

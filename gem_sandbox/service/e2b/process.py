@@ -23,7 +23,7 @@ from gem_sandbox.sandbox.errors import ProcessEnded
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service import codec
 from gem_sandbox.service.e2b import connect
-from gem_sandbox.service.e2b.envd import e2b_of, local_path, rpc, sandbox_of
+from gem_sandbox.service.e2b.envd import HOME, e2b_of, e2b_path, local_path, rpc, sandbox_of
 from gem_sandbox.service.e2b.state import Command
 from gem_sandbox.service.errors import Problem
 
@@ -47,7 +47,7 @@ async def start(request: web.Request) -> web.StreamResponse:
             "bash",
             stdin_open=bool(message.get("stdin")),
             timeout=timeout or None,
-            env={**state.env, **_strings(config.get("envs"))},
+            env={"HOME": HOME, **state.env, **_strings(config.get("envs"))},
         )
         if process.pid is not None:
             state.commands[process.pid] = Command(process, config, message.get("tag"))
@@ -147,7 +147,8 @@ async def _control(request: web.Request, message: dict[str, Any], action: Any) -
 
 def _command_line(config: dict[str, Any], sandbox: Any) -> str:
     """The bash code for a ProcessConfig: the SDK's ``/bin/bash -l -c <cmd>`` runs ``cmd``;
-    any other program runs as itself. A ``cwd`` becomes a ``cd`` into it."""
+    any other program runs as itself. It starts with a ``cd`` into its ``cwd`` (the home dir
+    by default) by e2b's name for it, so ``pwd`` says ``/home/user`` as in e2b."""
     cmd, args = config.get("cmd") or "", [str(a) for a in config.get("args") or []]
     if not cmd:
         raise Problem(400, "invalid_argument", "process.cmd is empty")
@@ -155,9 +156,8 @@ def _command_line(config: dict[str, Any], sandbox: Any) -> str:
         code = args[2]
     else:
         code = shlex.join([cmd, *args])
-    if config.get("cwd"):
-        code = f"cd -- {shlex.quote(local_path(config['cwd'], sandbox))} && {code}"
-    return code
+    cwd = e2b_path(local_path(config.get("cwd") or HOME, sandbox))
+    return f"cd -- {shlex.quote(cwd)} && {code}"
 
 
 def _event(kind: str, body: dict[str, Any]) -> dict[str, Any]:

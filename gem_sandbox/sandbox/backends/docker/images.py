@@ -62,8 +62,14 @@ PROFILES = {
 _CONFIG_INSTRUCTIONS = ("ENV", "WORKDIR", "CMD", "ENTRYPOINT", "USER")
 # Directories the Dockerfile's RUN line creates; the offline root needs them too.
 _IMAGE_DIRS = ("work", "opt/gem-sandbox/gem_agent")
-# The links the Dockerfile's RUN line makes (name -> target), for terminal tasks' paths.
-_IMAGE_LINKS = {"app": "/work", "tests": "/tmp/gem-sandbox-tests", "logs": "/tmp/gem-sandbox-logs"}
+# The links the Dockerfile's RUN line makes (name -> target): terminal tasks' paths and e2b's
+# home dir.
+_IMAGE_LINKS = {
+    "app": "/work",
+    "home/user": "/work",
+    "tests": "/tmp/gem-sandbox-tests",
+    "logs": "/tmp/gem-sandbox-logs",
+}
 # What the Dockerfile's RUN line deletes (package indexes, caches, docs, translations), plus
 # debootstrap's logs.
 _TRIM = (

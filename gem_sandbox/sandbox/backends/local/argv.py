@@ -52,7 +52,7 @@ def namespace_options(rootless: bool) -> list[str]:
 
 def system_binds() -> list[str]:
     options = ["--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev"]
-    for path in ("/etc", "/opt", agent.START_DIR):  # bwrap would make missing parents 0700
+    for path in ("/etc", "/home", "/opt", agent.START_DIR):  # bwrap would make missing parents 0700
         options += ["--perms", "0755", "--dir", path]
     for path in _HOST_LINKS:
         if os.path.islink(path):
@@ -77,6 +77,7 @@ def sandbox_options(spec: SandboxSpec, python: str) -> list[str]:
         (spec.workdir_mb, "0755", "/work"),
     ):
         options += ["--size", str(size_mb * MIB), "--perms", mode, "--tmpfs", path]
+    options += ["--symlink", "/work", "/home/user"]  # e2b's home dir, as in the Docker image
     options += ["--mqueue", "/dev/mqueue"]  # POSIX queues, listed and emptied on reset
     options += ["--ro-bind", agent.AGENT_DIR, agent.MOUNT_POINT, "--chdir", agent.START_DIR]
     options += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
