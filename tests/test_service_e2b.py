@@ -5,6 +5,7 @@ plane, envd's files and filesystem RPCs, health, and the code interpreter."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -74,6 +75,19 @@ async def test_list_pages_with_its_next_token(service: Service) -> None:
     second = await paginator.next_items()
     assert not paginator.has_next
     assert {s.sandbox_id for s in first + second} == {s.sandbox_id for s in sandboxes}
+
+
+async def test_list_is_newest_first_and_filters_by_start(service: Service) -> None:
+    older = await e2b.AsyncSandbox.create(**sdk(service))
+    await anyio.sleep(0.01)
+    cut = datetime.now(UTC)
+    newer = await e2b.AsyncSandbox.create(**sdk(service))
+    listed = await e2b.AsyncSandbox.list(**sdk(service)).next_items()
+    assert [s.sandbox_id for s in listed] == [newer.sandbox_id, older.sandbox_id]
+    oldest_first = await e2b.AsyncSandbox.list(order="asc", **sdk(service)).next_items()
+    assert [s.sandbox_id for s in oldest_first] == [older.sandbox_id, newer.sandbox_id]
+    recent = await e2b.AsyncSandbox.list(query=e2b.SandboxQuery(started_after=cut), **sdk(service)).next_items()
+    assert [s.sandbox_id for s in recent] == [newer.sandbox_id]
 
 
 async def test_a_wrong_api_key_is_refused(service: Service) -> None:

@@ -75,14 +75,16 @@ async def list_sandboxes(request: web.Request) -> web.Response:
     service, query = Service.of(request), request.query
     wanted = _metadata_filter(query.get("metadata", ""))
     states = set(query.get("state", "running").split(","))
+    after = _instant(query["startedAfter"]) if "startedAfter" in query else -math.inf
     leases = [
         lease
         for lease in _e2b_leases(service, request[TENANT])
         if "running" in states
         and wanted.items() <= _e2b(lease).metadata.items()
         and query.get("template", _e2b(lease).template) == _e2b(lease).template
+        and lease.started > after
     ]
-    leases.sort(key=lambda lease: lease.started, reverse=query.get("order") == "desc")
+    leases.sort(key=lambda lease: lease.started, reverse=query.get("order", "desc") != "asc")  # newest first
     start, limit = _count(query.get("nextToken", "0"), "nextToken"), _count(query.get("limit", str(PAGE)), "limit")
     page = leases[start : start + limit]
     more = start + limit < len(leases)
@@ -184,6 +186,15 @@ def _count(raw: str, name: str) -> int:
     if value < 0 or (name == "limit" and value == 0):
         raise bad_request(f"{name} must be a {'positive' if name == 'limit' else 'non-negative'} integer, got {raw!r}")
     return value
+
+
+def _instant(raw: str) -> float:
+    """A query's ISO 8601 time (the SDK's ``datetime.isoformat()``; naive ones are UTC)."""
+    try:
+        moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise bad_request(f"startedAfter must be an ISO 8601 time, got {raw!r}") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def _timestamp(seconds: float) -> str:
