@@ -191,18 +191,35 @@ async def test_exists_remove_and_rename(service: Service) -> None:
     assert not await sandbox.files.exists("sub/new.txt")
     with pytest.raises(e2b.FileNotFoundException):
         await sandbox.files.read("sub/new.txt")
-    with pytest.raises(e2b.NotFoundException):
-        await sandbox.files.remove("sub")
 
 
-async def test_paths_outside_the_home_dir_are_refused(service: Service) -> None:
+async def test_paths_outside_the_home_dir_are_reached_as_the_sandboxs_user(service: Service) -> None:
     sandbox = await e2b.AsyncSandbox.create(**sdk(service))
-    with pytest.raises(e2b.InvalidArgumentException, match="only the home dir"):
-        await sandbox.files.list("/etc")
-    with pytest.raises(e2b.InvalidArgumentException):
-        await sandbox.files.write("/tmp/a.txt", "x")
-    with pytest.raises(e2b.InvalidArgumentException, match="climbs out"):
-        await sandbox.files.get_info("../x")
+    await sandbox.files.write("/tmp/deep/a.bin", bytes(range(256)))
+    assert await sandbox.files.read("/tmp/deep/a.bin", format="bytes") == bytes(range(256))
+    assert (await sandbox.commands.run("wc -c < /tmp/deep/a.bin")).stdout == "256\n"
+    assert [e.path for e in await sandbox.files.list("/tmp/deep")] == ["/tmp/deep/a.bin"]
+    assert "passwd" in {e.name for e in await sandbox.files.list("/etc")}  # readable, as to its code
+    with pytest.raises(e2b.SandboxException, match="Read-only file system"):
+        await sandbox.files.write("/etc/evil", "x")
+    with pytest.raises(e2b.InvalidArgumentException, match="not a regular file"):
+        await sandbox.files.read("/dev/zero")
+    await sandbox.files.write("/home/user/../../tmp/up.txt", "climbed")  # normalized like any path
+    assert await sandbox.files.read("/tmp/up.txt") == "climbed"
+
+
+async def test_links_show_their_targets_lists_go_depth_first_and_removes_are_idempotent(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(**sdk(service))
+    await sandbox.files.write_files([{"path": "a/x/1.txt", "data": "1"}, {"path": "a/y.txt", "data": "y"}])
+    await sandbox.commands.run("ln -s a/y.txt link && ln -s /etc/passwd out")
+    info = await sandbox.files.get_info("link")
+    assert (info.type, info.symlink_target) == (e2b.FileType.FILE, "/home/user/a/y.txt")
+    assert (await sandbox.files.get_info("out")).symlink_target == "/etc/passwd"
+    with pytest.raises(e2b.SandboxException):  # the agent never reads through a link code made
+        await sandbox.files.read("out")
+    listed = await sandbox.files.list("a", depth=2)
+    assert [e.path for e in listed] == ["/home/user/a/x", "/home/user/a/x/1.txt", "/home/user/a/y.txt"]
+    await sandbox.files.remove("never-there")
 
 
 # -- code interpreter --------------------------------------------------------------------

@@ -7,8 +7,10 @@ the sandbox's access token (``X-Access-Token``, or ``E2B-Traffic-Access-Token`` 
 interpreter's routes). A sandbox that is not there (never was, killed, timed out) answers 502
 "The sandbox <id> was not found", which the SDK reads as "not running".
 
-e2b's sandboxes keep files under ``/home/user``; ours under the agent's work dir. Both name
-the same dir here (:func:`local_path`, :func:`e2b_path`); other absolute paths are refused.
+e2b's sandboxes keep files under ``/home/user``; ours under the agent's work dir, which
+``/home/user`` links to in every sandbox. Both name the same dir here (:func:`local_path`,
+:func:`e2b_path`), whose files the agent moves; a path elsewhere (``/tmp``, say) is reached by
+a run as the sandbox's user, so it can touch only what the sandbox's code could.
 """
 
 from __future__ import annotations
@@ -69,25 +71,27 @@ async def sandbox_of(request: web.Request) -> AsyncIterator[LeasedSandbox]:
 
 
 def local_path(path: str, sandbox: LeasedSandbox) -> str:
-    """The work-dir-relative path an e2b path names (``.`` for the home dir itself):
-    ``/home/user/...`` and the sandbox's own work dir are the home dir, relative paths are
-    relative to it; 400 (``invalid_argument``) for anything outside it."""
-    relative = path
-    if path.startswith("/"):
-        roots = [HOME, *([sandbox.hello["workdir"]] if sandbox.hello.get("workdir") else [])]
-        inside = [root for root in roots if path == root or path.startswith(root.rstrip("/") + "/")]
-        if not inside:
-            raise Problem(400, "invalid_argument", f"{path}: only the home dir {HOME} (the sandbox's work dir) is served here")
-        relative = path[len(inside[0]) :].lstrip("/")
-    relative = posixpath.normpath(relative or ".")
-    if relative == ".." or relative.startswith("../"):
-        raise Problem(400, "invalid_argument", f"{path} climbs out of the home dir {HOME}")
-    return relative
+    """What an e2b path names here: a work-dir-relative path (``.`` for the home dir itself)
+    for ``/home/user/...``, the sandbox's own work dir and relative paths, else the absolute
+    path, normalized (:func:`in_home` tells them apart)."""
+    absolute = posixpath.normpath(posixpath.join(HOME, path or "."))
+    for root in (HOME, *([sandbox.hello["workdir"]] if sandbox.hello.get("workdir") else [])):
+        if absolute == root or absolute.startswith(root.rstrip("/") + "/"):
+            return absolute[len(root) :].lstrip("/") or "."
+    return absolute
 
 
-def e2b_path(relative: str) -> str:
-    """The absolute path e2b's clients expect for a work-dir-relative one."""
-    return HOME if relative in ("", ".") else f"{HOME}/{relative}"
+def in_home(local: str) -> bool:
+    """Whether a :func:`local_path` is in the home dir (the agent's files there) rather than
+    elsewhere in the sandbox (reached by runs as the sandbox's user)."""
+    return not local.startswith("/")
+
+
+def e2b_path(local: str) -> str:
+    """The absolute path e2b's clients expect for a :func:`local_path`."""
+    if not in_home(local):
+        return local
+    return HOME if local in ("", ".") else f"{HOME}/{local}"
 
 
 async def health(request: web.Request) -> web.Response:

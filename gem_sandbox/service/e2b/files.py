@@ -1,5 +1,6 @@
 """envd's file routes: ``POST /files`` (the SDK's ``files.write``) and ``GET /files``
-(``files.read``), on the sandbox's work dir through the agent's file transfer.
+(``files.read``): in the home dir through the agent's file transfer, elsewhere (``/tmp``) by
+a run as the sandbox's user (:func:`.filesystem.operate`).
 
 An upload is multipart (a part per file, its filename the file's path, or ``?path=`` for a
 single file) or, from envd 0.5.7 on, the raw bytes of one file named by ``?path=``
@@ -8,6 +9,7 @@ single file) or, from envd 0.5.7 on, the raw bytes of one file named by ``?path=
 
 from __future__ import annotations
 
+import base64
 import email.policy
 import posixpath
 from email.message import Message
@@ -15,7 +17,8 @@ from email.parser import BytesHeaderParser
 
 from aiohttp import web
 
-from gem_sandbox.service.e2b.envd import e2b_path, envd_tenant, local_path, sandbox_of
+from gem_sandbox.service.e2b.envd import e2b_path, envd_tenant, in_home, local_path, sandbox_of
+from gem_sandbox.service.e2b.filesystem import operate
 from gem_sandbox.service.e2b.wire import Endpoint, plain_error
 from gem_sandbox.service.errors import bad_request
 
@@ -24,7 +27,12 @@ async def upload(request: web.Request) -> web.Response:
     uploads = _uploads(request, await request.read())
     async with sandbox_of(request) as sandbox:
         files = {local_path(path, sandbox): data for path, data in uploads}
-        await sandbox.write_files(files)
+        home = {path: data for path, data in files.items() if in_home(path)}
+        if home:
+            await sandbox.write_files(home)
+        for path, data in files.items():
+            if not in_home(path):
+                await operate(sandbox, "write", path, data=base64.b64encode(data).decode())
     return web.json_response([{"name": posixpath.basename(path), "type": "file", "path": e2b_path(path)} for path in files])
 
 
@@ -33,9 +41,12 @@ async def download(request: web.Request) -> web.Response:
     if not path:
         raise bad_request("name the file to read: ?path=/home/user/...")
     async with sandbox_of(request) as sandbox:
-        relative = local_path(path, sandbox)
-        files = await sandbox.read_files([relative])
-    return web.Response(body=files[relative], content_type="application/octet-stream")
+        local = local_path(path, sandbox)
+        if in_home(local):
+            data = (await sandbox.read_files([local]))[local]
+        else:
+            data = base64.b64decode((await operate(sandbox, "read", local))["data"])
+    return web.Response(body=data, content_type="application/octet-stream")
 
 
 def _uploads(request: web.Request, body: bytes) -> list[tuple[str, bytes]]:
