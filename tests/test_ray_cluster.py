@@ -181,6 +181,7 @@ async def test_a_lease_keeps_its_files_shell_and_kernel_on_its_node(place: Place
         assert (await sb.shell("echo $(pwd) $K")).stdout.strip().endswith("data 1")
         assert (await sb.kernel_exec("n = int(open('data/n.txt').read()) + 1")).status is Status.OK
         assert (await sb.kernel_exec("print(n)")).stdout == "42\n"
+        assert (await sb.kernel_exec("n", display=True)).display == ({"text/plain": "42"},)
         result = await sb.run("import os; print(os.getcwd())", cwd="data")
         assert result.stdout.strip().endswith("/data")
         assert await sb.read_files(["data/n.txt"]) == {"data/n.txt": b"41"}

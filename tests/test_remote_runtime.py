@@ -132,6 +132,8 @@ async def test_a_lease_keeps_shell_kernel_and_file_state(runtime: Runtime):
         assert (await sandbox.shell("echo $X $(basename $PWD)")).stdout == "7 d\n"
         await sandbox.kernel_exec("n = 20")
         assert (await sandbox.kernel_exec("print(n + 1)")).stdout == "21\n"
+        shown = await sandbox.kernel_exec("n * 2", display=True)
+        assert (shown.stdout, shown.display, shown.display_value) == ("", ({"text/plain": "40"},), 0)
         await sandbox.kernel_restart()
         assert "NameError" in (await sandbox.kernel_exec("n")).stderr
         blob = bytes(range(256))

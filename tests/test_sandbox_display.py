@@ -18,6 +18,14 @@ pytestmark = pytest.mark.anyio
 async def test_with_display_a_final_value_is_display_data_and_not_printed(sandbox: Sandbox):
     result = await sandbox.kernel_exec("x = [1, 2]\nx + [3]", display=True)
     assert (result.status, result.stdout, result.display) == (Status.OK, "", ({"text/plain": "[1, 2, 3]"},))
+    assert result.display_value == 0
+
+
+async def test_the_value_is_told_apart_from_what_the_cell_displayed(sandbox: Sandbox):
+    result = await sandbox.kernel_exec("display(1)\n2", display=True)
+    assert (result.display, result.display_value) == (({"text/plain": "1"}, {"text/plain": "2"}), 1)
+    shown_only = await sandbox.kernel_exec("display(3)\nprint(4)", display=True)
+    assert (shown_only.display, shown_only.display_value) == (({"text/plain": "3"},), None)
 
 
 async def test_without_display_a_final_value_is_printed_as_before(sandbox: Sandbox):

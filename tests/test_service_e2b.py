@@ -231,11 +231,31 @@ async def test_run_code_keeps_state_across_cells(service: Service) -> None:
     first = await sandbox.run_code("x = 1\nprint('set')")
     assert (first.logs.stdout, first.error, first.execution_count) == (["set\n"], None, 1)
     second = await sandbox.run_code("x + 1")
-    assert second.logs.stdout == ["2\n"] and second.execution_count == 2
+    assert (second.text, second.logs.stdout, second.execution_count) == ("2", [], 2)
     env = await sandbox.run_code("import os; print(os.environ['GREETING'], os.environ.get('CELL'))", envs={"CELL": "c"})
     assert env.logs.stdout == ["hi c\n"]
     after = await sandbox.run_code("print(os.environ.get('CELL'))")
     assert after.logs.stdout == ["None\n"]
+
+
+async def test_what_a_cell_shows_comes_as_results_its_value_the_main_one(service: Service) -> None:
+    sandbox = await CodeSandbox.create(**sdk(service))
+    code = (
+        "class Table:\n"
+        "    def _repr_html_(self): return '<table></table>'\n"
+        "    def _repr_png_(self): return b'PNG'\n"
+        "    def __repr__(self): return 'Table()'\n"
+        "display('shown first')\n"
+        "print('printed')\n"
+        "Table()"
+    )
+    execution = await sandbox.run_code(code)
+    shown, value = execution.results
+    assert (shown.text, shown.is_main_result) == ("'shown first'", False)
+    assert (value.text, value.html, value.png, value.is_main_result) == ("Table()", "<table></table>", "UE5H", True)
+    assert execution.text == "Table()" and execution.logs.stdout == ["printed\n"]
+    silenced = await sandbox.run_code("1 + 1;")
+    assert (silenced.text, silenced.results) == (None, [])
 
 
 async def test_an_exception_fills_the_executions_error(service: Service) -> None:

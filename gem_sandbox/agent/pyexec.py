@@ -95,20 +95,25 @@ def display(*objects):
     """Show each object as a notebook would: its repr as ``text/plain``, plus whatever rich
     forms it renders (``_repr_png_`` and the like, see :data:`RICH_FORMATS`)."""
     for obj in objects:
-        bundle = {}
-        for mime, method in RICH_FORMATS:
-            rendered = _render(obj, method)
-            if isinstance(rendered, bytes):
-                rendered = binascii.b2a_base64(rendered, newline=False).decode("ascii")
-            if rendered is not None:
-                bundle[mime] = rendered
-        bundle["text/plain"] = repr(obj)
-        publish(bundle)
+        publish(_bundle(obj))
 
 
-def publish(bundle):
-    """Send one MIME bundle (type -> data; binary data as base64 text) to the agent."""
-    line = json.dumps(bundle, default=repr).encode("ascii") + b"\n"
+def _bundle(obj):
+    bundle = {}
+    for mime, method in RICH_FORMATS:
+        rendered = _render(obj, method)
+        if isinstance(rendered, bytes):
+            rendered = binascii.b2a_base64(rendered, newline=False).decode("ascii")
+        if rendered is not None:
+            bundle[mime] = rendered
+    bundle["text/plain"] = repr(obj)
+    return bundle
+
+
+def publish(bundle, value=False):
+    """Send one MIME bundle (type -> data; binary data as base64 text) to the agent; the
+    cell's ``value`` (Jupyter's execute_result) goes wrapped, see :mod:`.shown`."""
+    line = json.dumps({"value": bundle} if value else bundle, default=repr).encode("ascii") + b"\n"
     sys.stdout.flush()  # what the cell printed before it showed this stays before it
     sys.stderr.flush()
     with memoryview(line) as view:
@@ -144,7 +149,7 @@ def _run_cell(code, namespace, show_value):
                 sys.displayhook(value)  # Python's prompt: prints the repr, keeps it as _
             elif value is not None and not _silenced(code, last):
                 builtins._ = value
-                display(value)
+                publish(_bundle(value), value=True)
         return False
     except SystemExit:
         raise

@@ -3,7 +3,8 @@
 A kernel writes one JSON object per line on its display pipe (:data:`.pyexec.DISPLAY_FD`):
 a MIME bundle such as ``{"text/plain": "25"}`` or ``{"image/png": <base64>, "text/plain":
 ...}``, which reaches the host in the command's result as ``display``, in order (Jupyter's
-``display_data`` and ``execute_result``). The pipe is written by the code's own process, so
+``display_data`` and ``execute_result``; the cell's value comes as ``{"value": bundle}`` and
+its place is the result's ``display_value``). The pipe is written by the code's own process, so
 a bundle is output like stdout, never part of a verdict: the agent keeps at most
 :data:`MAX_BYTES` of it and drops any line that is not a JSON object.
 """
@@ -41,12 +42,15 @@ class Shown:
         out) and ``display_truncated``; nothing when the command showed nothing."""
         if not self.total:
             return {}
-        bundles = []
+        bundles, value = [], None
         for line in bytes(self.data).split(b"\n"):
             try:
                 bundle = json.loads(line)
             except ValueError:
                 continue
+            if isinstance(bundle, dict) and isinstance(bundle.get("value"), dict) and len(bundle) == 1:
+                value, bundle = len(bundles), bundle["value"]
             if isinstance(bundle, dict):
                 bundles.append(bundle)
-        return {"display": bundles, "display_truncated": self.truncated}
+        fields = {"display": bundles, "display_truncated": self.truncated}
+        return dict(fields, display_value=value) if value is not None else fields

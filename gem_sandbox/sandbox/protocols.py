@@ -55,8 +55,11 @@ class LeasedSandbox(Protocol):
         """Run ``command`` in a persistent bash session (cwd and exports persist)."""
         ...
 
-    async def kernel_exec(self, code: str, *, kernel: str = "default", timeout: float | None = None) -> ExecResult:
-        """Run ``code`` in a persistent Python namespace."""
+    async def kernel_exec(
+        self, code: str, *, kernel: str = "default", timeout: float | None = None, display: bool = False
+    ) -> ExecResult:
+        """Run ``code`` in a persistent Python namespace; with ``display``, the value of its
+        last expression is the result's display data (a notebook's ``Out``), not printed."""
         ...
 
     async def kernel_restart(self, kernel: str = "default") -> None:

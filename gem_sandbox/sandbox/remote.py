@@ -340,10 +340,13 @@ class RemoteSandbox(HeldSandbox):
         timeout = self.default_timeout if timeout is None else timeout
         return await self._exec("shell", {"command": command, "session": session, "timeout": timeout}, timeout)
 
-    async def kernel_exec(self, code: str, *, kernel: str = "default", timeout: float | None = None) -> ExecResult:
+    async def kernel_exec(
+        self, code: str, *, kernel: str = "default", timeout: float | None = None, display: bool = False
+    ) -> ExecResult:
         """Run ``code`` in a persistent Python namespace."""
         timeout = self.default_timeout if timeout is None else timeout
-        return await self._exec("kernel", {"code": code, "kernel": kernel, "timeout": timeout}, timeout)
+        body = {"code": code, "kernel": kernel, "timeout": timeout, "display": display}
+        return await self._exec("kernel", body, timeout)
 
     async def kernel_restart(self, kernel: str = "default") -> None:
         """Drop the kernel's namespace; the next :meth:`kernel_exec` starts a fresh one."""

@@ -38,6 +38,7 @@ class ExecResult:
     cpu_ms: float = 0.0
     signal: int | None = None
     display: tuple[dict[str, Any], ...] = ()  # kernels: what the command showed, as MIME bundles
+    display_value: int | None = None  # which of them is the command's value (Jupyter's Out)
     # A compiled language's compile phase; when it did not end "ok" nothing ran, and this
     # result's own fields are the compile's.
     compile: ExecResult | None = None
@@ -89,5 +90,6 @@ class ExecResult:
             cpu_ms=header.get("cpu_ms", 0.0),
             signal=header.get("signal"),
             display=tuple(header.get("display", ())),
+            display_value=header.get("display_value"),
             compile=cls.from_json(header["compile"]) if header.get("compile") else None,
         )

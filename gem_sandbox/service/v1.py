@@ -8,7 +8,7 @@ service's (503), never the code's.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -55,6 +55,7 @@ class KernelBody(_Body):
     code: str
     kernel: Name = "default"
     timeout: Seconds | None = None
+    display: bool = Field(False, description="the last expression's value as display data (a notebook's Out), not printed")
 
 
 class KernelRestartBody(_Body):
@@ -79,6 +80,8 @@ class ExecResultModel(BaseModel):
     truncated: bool
     duration_ms: float
     cpu_ms: float
+    display: list[dict[str, Any]] = Field([], description="kernels: what the code showed, as MIME bundles")
+    display_value: int | None = Field(None, description="which of display is the code's value (a notebook's Out)")
 
 
 class LeaseModel(BaseModel):
@@ -170,7 +173,8 @@ async def shell(request: web.Request) -> web.Response:
 async def kernel(request: web.Request) -> web.Response:
     service, body = Service.of(request), await parse(request, KernelBody)
     async with service.sandbox(request) as sandbox:
-        result = await sandbox.kernel_exec(body.code, kernel=body.kernel, timeout=service.timeout(body.timeout))
+        timeout = service.timeout(body.timeout)
+        result = await sandbox.kernel_exec(body.code, kernel=body.kernel, timeout=timeout, display=body.display)
     return answer(result)
 
 

@@ -393,10 +393,13 @@ class RaySandbox(HeldSandbox):
         timeout = self.default_timeout if timeout is None else timeout
         return await self._exec("shell", (command,), {"session": session, "timeout": timeout}, timeout)
 
-    async def kernel_exec(self, code: str, *, kernel: str = "default", timeout: float | None = None) -> ExecResult:
+    async def kernel_exec(
+        self, code: str, *, kernel: str = "default", timeout: float | None = None, display: bool = False
+    ) -> ExecResult:
         """Run ``code`` in a persistent Python namespace."""
         timeout = self.default_timeout if timeout is None else timeout
-        return await self._exec("kernel_exec", (code,), {"kernel": kernel, "timeout": timeout}, timeout)
+        options = {"kernel": kernel, "timeout": timeout, "display": display}
+        return await self._exec("kernel_exec", (code,), options, timeout)
 
     async def kernel_restart(self, kernel: str = "default") -> None:
         """Drop the kernel's namespace; the next :meth:`kernel_exec` starts a fresh one."""

@@ -3,11 +3,11 @@ on the agent's kernels: each context is a kernel of the sandbox (a persistent Py
 namespace), the default one named ``default``.
 
 ``POST /execute`` answers NDJSON, one event per line: the cell's ``stdout`` and ``stderr``, an
-``error`` when its :class:`~gem_sandbox.sandbox.result.ExecResult` says it failed (the
-traceback's last line gives the name and value the SDK shows), ``number_of_executions`` and
-``end_of_execution``. The verdict is the result's status, never the output. The cell's output
-comes when it ends, and the value of a last expression is printed to stdout (as Python's
-REPL does) instead of coming as a result, so ``execution.text`` stays None.
+``result`` per MIME bundle it showed (``display()``, matplotlib figures, and its last
+expression's value as the main result, ``execution.text``), an ``error`` when its
+:class:`~gem_sandbox.sandbox.result.ExecResult` says it failed (the traceback's last line gives
+the name and value the SDK shows), ``number_of_executions`` and ``end_of_execution``. The
+verdict is the result's status, never the output. The cell's output comes when it ends.
 
 The sandbox's ``envVars`` (and a context's ``cwd``) are set in a kernel before its first cell;
 a cell's own ``env_vars`` only for that cell.
@@ -33,6 +33,18 @@ from gem_sandbox.service.state import Service, parse
 
 SETUP_TIMEOUT = 30.0  # seconds for the commands that set a kernel's env and cwd
 _TRACEBACK = "Traceback (most recent call last):"
+_FORMATS = {  # MIME type -> e2b's Result field
+    "text/plain": "text",
+    "text/html": "html",
+    "text/markdown": "markdown",
+    "image/svg+xml": "svg",
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "application/pdf": "pdf",
+    "text/latex": "latex",
+    "application/json": "json",
+    "application/javascript": "javascript",
+}
 _FAILURES = {
     Status.TIMEOUT: ("TimeoutError", "the cell ran past the service's limit of {timeout:g} s"),
     Status.OOM: ("MemoryError", "the cell ran out of memory"),
@@ -63,7 +75,7 @@ async def execute(request: web.Request) -> web.Response:
         await _ready(sandbox, context, state.env)
         saved = await _setup(sandbox, context, _set_env(body.env_vars)) if body.env_vars else None
         timeout = service.options.max_run_timeout
-        result = await service.runs.on(sandbox).kernel_exec(body.code, kernel=context.id, timeout=timeout)
+        result = await service.runs.on(sandbox).kernel_exec(body.code, kernel=context.id, timeout=timeout, display=True)
         if result.status not in (Status.OK, Status.ERROR):
             context.ready = False  # a kernel killed or stuck is started afresh, without them
         elif saved is not None:
@@ -158,8 +170,16 @@ def _events(result: ExecResult, executions: int, timeout: float) -> list[dict[st
     events: list[dict[str, Any]] = []
     events += [{"type": "stdout", "text": result.stdout, "timestamp": stamp}] if result.stdout else []
     events += [{"type": "stderr", "text": stderr, "timestamp": stamp}] if stderr else []
+    events += [_result(bundle, i == result.display_value) for i, bundle in enumerate(result.display)]
     events += [{"type": "error", **error}] if error else []
     return [*events, {"type": "number_of_executions", "execution_count": executions}, {"type": "end_of_execution"}]
+
+
+def _result(bundle: dict[str, Any], main: bool) -> dict[str, Any]:
+    """A MIME bundle as e2b's ``Result``: its formats by e2b's names, the rest as ``extra``."""
+    named = {_FORMATS[mime]: data for mime, data in bundle.items() if mime in _FORMATS}
+    extra = {mime: data for mime, data in bundle.items() if mime not in _FORMATS}
+    return {"type": "result", **named, **({"extra": extra} if extra else {}), "is_main_result": main}
 
 
 def _traceback(stderr: str) -> tuple[str, dict[str, str]]:
