@@ -73,6 +73,14 @@ async def test_a_command_past_its_timeout_is_a_timeout(sandbox: e2b.AsyncSandbox
         await sandbox.commands.run("sleep 30", timeout=1)
 
 
+async def test_a_command_whose_sandbox_is_killed_says_the_sandbox_is_gone(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(**sdk(service))
+    handle = await sandbox.commands.run("sleep 60", background=True)
+    await sandbox.kill()
+    with pytest.raises(e2b.SandboxException, match="killed or reached its end of life"):
+        await handle.wait()
+
+
 async def test_files_written_are_seen_by_commands(sandbox: e2b.AsyncSandbox) -> None:
     await sandbox.files.write("/home/user/data.txt", "41")
     result = await sandbox.commands.run("echo $(( $(cat data.txt) + 1 ))", envs={"UNUSED": "1"})

@@ -60,11 +60,17 @@ def e2b_of(request: web.Request) -> E2bSandbox:
     return state
 
 
+def sandbox_gone(request: web.Request) -> bool:
+    """Whether the request's sandbox ended (killed, timed out) since it was let in."""
+    lease = lease_of(request)
+    return Service.of(request).leases.get(lease.id) is not lease
+
+
 @asynccontextmanager
 async def sandbox_of(request: web.Request) -> AsyncIterator[LeasedSandbox]:
     """The request's sandbox, held busy while the request uses it."""
     lease, leases = lease_of(request), Service.of(request).leases
-    if leases.get(lease.id) is not lease:  # ended since the request was let in
+    if sandbox_gone(request):
         raise _gone(lease.id)
     async with leases.using(lease.tenant, lease.id) as sandbox:
         yield sandbox

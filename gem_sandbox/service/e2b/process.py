@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -23,7 +24,7 @@ from gem_sandbox.sandbox.errors import ProcessEnded
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service import codec
 from gem_sandbox.service.e2b import connect
-from gem_sandbox.service.e2b.envd import HOME, e2b_of, e2b_path, local_path, rpc, sandbox_of
+from gem_sandbox.service.e2b.envd import HOME, e2b_of, e2b_path, local_path, rpc, sandbox_gone, sandbox_of
 from gem_sandbox.service.e2b.state import Command
 from gem_sandbox.service.errors import Problem
 
@@ -52,7 +53,7 @@ async def start(request: web.Request) -> web.StreamResponse:
         if process.pid is not None:
             state.commands[process.pid] = Command(process, config, message.get("tag"))
         try:
-            return await _stream(request, process, keepalive)
+            return await _stream(request, process, keepalive, lambda: sandbox_gone(request))
         finally:
             state.commands.pop(process.pid or -1, None)
 
@@ -89,8 +90,12 @@ async def list_processes(request: web.Request) -> web.Response:
     return connect.reply({"processes": processes})
 
 
-async def _stream(request: web.Request, process: Process, keepalive: float) -> web.StreamResponse:
-    """The Connect stream of a started command, to its end."""
+async def _stream(
+    request: web.Request, process: Process, keepalive: float, gone: Callable[[], bool]
+) -> web.StreamResponse:
+    """The Connect stream of a started command, to its end. A command that ended because
+    its sandbox did ends the stream as envd's does when the connection to the sandbox goes:
+    ``unavailable``, after which the SDK asks ``/health`` and reports the sandbox gone."""
     response = web.StreamResponse(headers={"Content-Type": connect.STREAM})
     await response.prepare(request)
     if process.pid is not None:
@@ -107,7 +112,10 @@ async def _stream(request: web.Request, process: Process, keepalive: float) -> w
         stream = "stdout" if fd == 1 else "stderr"
         await response.write(connect.envelope(_event("data", {stream: codec.encode(data)})))
     result = await process.wait()
-    if result.status is Status.TIMEOUT:
+    if gone():
+        problem = Problem(502, "unavailable", "the connection to the sandbox ended before the stream completed")
+        await response.write(connect.end_of_stream(problem))
+    elif result.status is Status.TIMEOUT:
         problem = Problem(504, "deadline_exceeded", f"the command ran past its timeout of {process.timeout:g} s")
         await response.write(connect.end_of_stream(problem))
     elif result.status is Status.INFRA_ERROR:
