@@ -222,6 +222,22 @@ async def test_links_show_their_targets_lists_go_depth_first_and_removes_are_ide
     await sandbox.files.remove("never-there")
 
 
+async def test_signed_urls_need_no_token_and_expire(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(**sdk(service))
+    async with aiohttp.ClientSession() as browser:  # no headers, as a browser or curl sends
+        form = aiohttp.FormData()
+        form.add_field("file", b"uploaded", filename="up.txt")
+        async with browser.post(sandbox.upload_url("/home/user/up.txt"), data=form) as uploaded:
+            assert uploaded.status == 200
+        async with browser.get(sandbox.download_url("/home/user/up.txt", use_signature_expiration=60)) as got:
+            assert (got.status, await got.read()) == (200, b"uploaded")
+        forged = sandbox.download_url("/home/user/up.txt").replace("path=%2Fhome%2Fuser%2Fup.txt", "path=%2Fetc%2Fpasswd")
+        expired = sandbox.download_url("/home/user/up.txt", use_signature_expiration=-5)
+        for url in (forged, expired):
+            async with browser.get(url) as refused:
+                assert refused.status == 401
+
+
 # -- code interpreter --------------------------------------------------------------------
 
 

@@ -15,8 +15,11 @@ a run as the sandbox's user, so it can touch only what the sandbox's code could.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import posixpath
 import secrets
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
@@ -40,6 +43,29 @@ LEASE = web.RequestKey("e2b_lease", Lease)
 def envd_tenant(request: web.Request, service: Service) -> Tenant:
     """The tenant of the sandbox an envd request names, once its access token is checked."""
     return _authorize(request, service, (ACCESS_HEADER,))
+
+
+def files_tenant(request: web.Request, service: Service) -> Tenant:
+    """As :func:`envd_tenant`; or, for a signed URL (the SDK's ``download_url`` and
+    ``upload_url``, which a browser fetches with no header), the sandbox whose access token
+    made its signature: a SHA-256 of the path, the operation, the user, the token and the
+    expiry, e2b's ``v1_`` scheme. Past ``signature_expiration`` it is refused."""
+    query = request.query
+    if "signature" not in query:
+        return envd_tenant(request, service)
+    expiry = query.get("signature_expiration", "")
+    if expiry and (not expiry.isdigit() or int(expiry) < time.time()):
+        raise Problem(401, "unauthenticated", "the signed URL has expired")
+    operation = "read" if request.method == "GET" else "write"
+    signed = f"{query.get('path', '')}:{operation}:{query.get('username', '')}"
+    for lease in service.leases.every():
+        if lease.e2b is not None:
+            raw = f"{signed}:{lease.e2b.access_token}" + (f":{expiry}" if expiry else "")
+            expected = "v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).rstrip(b"=").decode()
+            if secrets.compare_digest(expected.encode(), query["signature"].encode()):
+                request[LEASE] = lease
+                return lease.tenant
+    raise Problem(401, "unauthenticated", "the URL's signature matches no sandbox (wrong path, operation or token)")
 
 
 def jupyter_tenant(request: web.Request, service: Service) -> Tenant:

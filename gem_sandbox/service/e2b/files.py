@@ -4,7 +4,8 @@ a run as the sandbox's user (:func:`.filesystem.operate`).
 
 An upload is multipart (a part per file, its filename the file's path, or ``?path=`` for a
 single file) or, from envd 0.5.7 on, the raw bytes of one file named by ``?path=``
-(``Content-Encoding: gzip`` is undone by aiohttp before the body reaches us).
+(``Content-Encoding: gzip`` is undone by aiohttp before the body reaches us). Both also take
+e2b's signed URLs in place of the access token (:func:`.envd.files_tenant`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from email.parser import BytesHeaderParser
 
 from aiohttp import web
 
-from gem_sandbox.service.e2b.envd import e2b_path, envd_tenant, in_home, local_path, sandbox_of
+from gem_sandbox.service.e2b.envd import e2b_path, files_tenant, in_home, local_path, sandbox_of
 from gem_sandbox.service.e2b.filesystem import operate
 from gem_sandbox.service.e2b.wire import Endpoint, plain_error
 from gem_sandbox.service.errors import bad_request
@@ -86,6 +87,6 @@ def _parts(body: bytes, content_type: str) -> list[tuple[str | None, bytes]]:
 
 
 ROUTES = (
-    Endpoint("POST", "/files", upload, envd_tenant, plain_error),
-    Endpoint("GET", "/files", download, envd_tenant, plain_error),
+    Endpoint("POST", "/files", upload, files_tenant, plain_error),
+    Endpoint("GET", "/files", download, files_tenant, plain_error),
 )
