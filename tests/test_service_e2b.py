@@ -5,7 +5,7 @@ plane, envd's files and filesystem RPCs, health, and the code interpreter."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -88,6 +88,21 @@ async def test_list_is_newest_first_and_filters_by_start(service: Service) -> No
     assert [s.sandbox_id for s in oldest_first] == [older.sandbox_id, newer.sandbox_id]
     recent = await e2b.AsyncSandbox.list(query=e2b.SandboxQuery(started_after=cut), **sdk(service)).next_items()
     assert [s.sandbox_id for s in recent] == [newer.sandbox_id]
+
+
+async def test_metrics_are_read_from_the_sandbox_each_time_they_are_asked_for(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(**sdk(service))
+    await sandbox.files.write("ballast.bin", b"x" * 3_000_000)
+    busy = await sandbox.commands.run("python3 -c 'while True: pass'", background=True)
+    await anyio.sleep(1)
+    first = await sandbox.get_metrics()
+    await busy.kill()
+    (sample,) = first
+    assert sample.cpu_count >= 1 and 20 < sample.cpu_used_pct <= 100
+    assert 0 < sample.mem_used < sample.mem_total and sample.disk_used >= 3_000_000 < sample.disk_total
+    both = await e2b.AsyncSandbox.get_metrics(sandbox.sandbox_id, **sdk(service))
+    assert [m.timestamp for m in both[:1]] == [sample.timestamp] and len(both) == 2
+    assert await sandbox.get_metrics(start=datetime.now(UTC) + timedelta(minutes=1)) == []
 
 
 async def test_a_wrong_api_key_is_refused(service: Service) -> None:

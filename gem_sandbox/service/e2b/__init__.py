@@ -7,11 +7,11 @@ and how its errors look; the app mounts them when the setting is on. A module pe
 e2b's API: :mod:`.control` (REST), :mod:`.envd` (routing by sandbox, paths, ``/health``),
 :mod:`.files`, :mod:`.filesystem` and :mod:`.process` (Connect RPCs, framed by
 :mod:`.connect`) and
-:mod:`.interpreter` (``/execute`` and contexts). A path of e2b's APIs this endpoint does not
-serve answers in e2b's shapes too (:func:`~.wire.render_for`, :func:`~.wire.unserved`).
+:mod:`.interpreter` (``/execute`` and contexts) and :mod:`.metrics`. A path of e2b's APIs
+this endpoint does not serve answers in e2b's shapes too (:func:`~.wire.render_for`, :func:`~.wire.unserved`).
 """
 
-from gem_sandbox.service.e2b import control, envd, files, filesystem, interpreter, process
+from gem_sandbox.service.e2b import control, envd, files, filesystem, interpreter, metrics, process
 from gem_sandbox.service.e2b.wire import Endpoint, render_for, unserved
 
 ROUTES: tuple[Endpoint, ...] = (
@@ -20,6 +20,7 @@ ROUTES: tuple[Endpoint, ...] = (
     *files.ROUTES,
     *filesystem.ROUTES,
     *interpreter.ROUTES,
+    *metrics.ROUTES,
     *process.ROUTES,
 )
 

@@ -94,18 +94,18 @@ async def list_sandboxes(request: web.Request) -> web.Response:
 
 async def get_info(request: web.Request) -> web.Response:
     service = Service.of(request)
-    lease = _find(request)
+    lease = e2b_lease(request)
     return web.json_response(dict(_listed(service, lease), envdAccessToken=_e2b(lease).access_token, domain=None))
 
 
 async def kill(request: web.Request) -> web.Response:
-    await Service.of(request).leases.delete(request[TENANT], _find(request).id)
+    await Service.of(request).leases.delete(request[TENANT], e2b_lease(request).id)
     return web.Response(status=204)
 
 
 async def set_timeout(request: web.Request) -> web.Response:
     service, body = Service.of(request), await parse(request, TimeoutBody)
-    _find(request).expire_in(service.leases.capped(body.timeout))
+    e2b_lease(request).expire_in(service.leases.capped(body.timeout))
     return web.Response(status=204)
 
 
@@ -113,7 +113,7 @@ async def connect(request: web.Request) -> web.Response:
     """Running sandboxes are all there is here: connecting only extends a timeout, and only
     when the new one ends later."""
     service, body = Service.of(request), await parse(request, ConnectBody)
-    lease = _find(request)
+    lease = e2b_lease(request)
     if body.timeout is not None:
         seconds = service.leases.capped(body.timeout)
         if time.monotonic() + seconds > lease.deadline:
@@ -126,7 +126,8 @@ def _e2b_leases(service: Service, tenant: Tenant) -> list[Lease]:
     return [lease for lease in service.leases.owned_by(tenant) if lease.e2b is not None]
 
 
-def _find(request: web.Request) -> Lease:
+def e2b_lease(request: web.Request) -> Lease:
+    """The e2b sandbox a control-plane request names, if the key's token holds it."""
     lease = Service.of(request).leases.find(request[TENANT], request.match_info["id"])
     if lease.e2b is None:
         raise not_found(f"sandbox {lease.id}")

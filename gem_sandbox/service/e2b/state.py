@@ -1,7 +1,7 @@
 """What an e2b sandbox keeps beside its lease: :class:`E2bSandbox`, held by the lease
 (``Lease.e2b``), so it lives as long as the lease does and goes with it: the template name it
 was created from, its metadata and env, the access token its envd-style routes check, its code
-contexts (kernels) and its running commands."""
+contexts (kernels), its running commands and its metrics."""
 
 from __future__ import annotations
 
@@ -33,6 +33,15 @@ class Command:
     tag: str | None
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One reading of a sandbox's metrics (:mod:`.metrics`)."""
+
+    at: float  # wall clock
+    cpu_s: float  # CPU time of its processes, to tell the next reading's share
+    figures: dict[str, Any]  # e2b's SandboxMetric fields
+
+
 @dataclass(eq=False)
 class E2bSandbox:
     template: str
@@ -41,6 +50,7 @@ class E2bSandbox:
     env: dict[str, str] = field(default_factory=dict)  # the default environment of its code
     contexts: dict[str, Context] = field(default_factory=lambda: {DEFAULT_CONTEXT: Context(DEFAULT_CONTEXT)})
     commands: dict[int, Command] = field(default_factory=dict)  # running ones, by pid
+    samples: list[Sample] = field(default_factory=list)  # its metrics so far
 
     def context(self, context_id: str) -> Context:
         if context_id not in self.contexts:
