@@ -68,6 +68,18 @@ async def test_a_background_command_takes_stdin_and_can_be_killed(sandbox: e2b.A
     assert not await sandbox.commands.kill(handle.pid)
 
 
+async def test_a_command_outlives_its_stream_and_can_be_connected_to_again(sandbox: e2b.AsyncSandbox) -> None:
+    handle = await sandbox.commands.run("read line; echo got $line; sleep 0.5; echo done", background=True, stdin=True)
+    await handle.disconnect()
+    again = await sandbox.commands.connect(handle.pid)
+    await sandbox.commands.send_stdin(handle.pid, "x\n")
+    result = await again.wait()
+    assert (result.stdout, result.exit_code) == ("got x\ndone\n", 0)
+    assert await sandbox.commands.list() == []
+    with pytest.raises(e2b.NotFoundException):
+        await sandbox.commands.connect(handle.pid)
+
+
 async def test_a_command_past_its_timeout_is_a_timeout(sandbox: e2b.AsyncSandbox) -> None:
     with pytest.raises(e2b.TimeoutException):
         await sandbox.commands.run("sleep 30", timeout=1)

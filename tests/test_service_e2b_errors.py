@@ -35,7 +35,7 @@ async def test_an_unserved_rest_route_raises_the_sdks_exception_saying_so(sandbo
     with pytest.raises(e2b.SandboxException, match="501: .*not served by gem-sandbox") as paused:
         await sandbox.pause()
     with pytest.raises(e2b.SandboxException, match="501: .*not served by gem-sandbox"):
-        await sandbox.get_metrics()
+        await sandbox.create_snapshot()
     assert paused.value.status_code == 501
 
 
@@ -76,7 +76,7 @@ async def test_a_wrong_method_on_an_e2b_path_answers_405_with_allow_in_e2bs_shap
 
 
 async def test_an_unserved_rpc_path_answers_a_connect_error(service: Service) -> None:
-    status, _, body = await raw(service, "POST", "/process.Process/Connect", json={})
+    status, _, body = await raw(service, "POST", "/process.Process/StreamInput", json={})
     assert (status, body["code"]) == (501, "unimplemented")
 
 

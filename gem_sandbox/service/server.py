@@ -54,6 +54,7 @@ async def running(options: ServeOptions, runtime: Runtime | None = None) -> Asyn
             await web.TCPSite(runner, options.host, options.port, backlog=BACKLOG).start()
             service.url = _url(runner)
             async with anyio.create_task_group() as tg:
+                service.tasks = tg
                 tg.start_soon(service.leases.reap)
                 try:
                     yield service

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import TypeVar
 
 from aiohttp import web
+from anyio.abc import TaskGroup
 from pydantic import BaseModel, ValidationError
 
 from gem_sandbox.runtime import Runtime
@@ -41,6 +42,7 @@ class Service:
         self.metrics = Metrics(self)
         self.runs = Runs(runtime, self.metrics.runs, self.admission)
         self.draining = False  # shutting down: health says so and new requests are refused
+        self.tasks: TaskGroup  # for work that outlives its request (e2b commands), once serving
         self.url = ""  # where it listens, once it does
 
     @staticmethod

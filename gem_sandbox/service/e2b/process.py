@@ -1,12 +1,14 @@
 """envd's ``process.Process`` RPCs: the SDK's ``commands.run`` (foreground and background),
-``commands.kill``, ``send_stdin``, ``close_stdin`` and ``commands.list``.
+``commands.connect``, ``commands.kill``, ``send_stdin``, ``close_stdin`` and ``commands.list``.
 
 ``Start`` spawns the command in the sandbox (:meth:`Sandbox.spawn`: a run whose output
 streams and whose stdin may stay open) and answers a Connect stream: a ``start`` event with
 its pid, ``data`` events as it writes, a ``keepalive`` after ``Keepalive-Ping-Interval``
 seconds of silence (the SDK's reads time out after 60), then the ``end`` event. The end is
 the agent's verdict on the command: its exit code and how it ended, whatever it printed; a
-command past its deadline ends the stream with ``deadline_exceeded``, as envd does.
+command past its deadline ends the stream with ``deadline_exceeded``, as envd does. The
+command's output is read by a task of the service (:func:`_follow`), not by the stream, so a
+client that goes away leaves the command running, and ``Connect`` streams it again.
 """
 
 from __future__ import annotations
@@ -18,15 +20,16 @@ from typing import Any
 
 import anyio
 from aiohttp import web
+from anyio.streams.memory import MemoryObjectReceiveStream
 
-from gem_sandbox.sandbox.client import Process
 from gem_sandbox.sandbox.errors import ProcessEnded
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service import codec
 from gem_sandbox.service.e2b import connect
 from gem_sandbox.service.e2b.envd import HOME, e2b_of, e2b_path, local_path, rpc, sandbox_gone, sandbox_of
-from gem_sandbox.service.e2b.state import Command
+from gem_sandbox.service.e2b.state import Command, E2bSandbox, Event
 from gem_sandbox.service.errors import Problem
+from gem_sandbox.service.state import Service
 
 KEEPALIVE_HEADER = "Keepalive-Ping-Interval"
 TIMEOUT_HEADER = "connect-timeout-ms"
@@ -50,12 +53,23 @@ async def start(request: web.Request) -> web.StreamResponse:
             timeout=timeout or None,
             env={"HOME": HOME, **state.env, **_strings(config.get("envs"))},
         )
+        command = Command(process, config, message.get("tag"))
+        events = command.listen()
         if process.pid is not None:
-            state.commands[process.pid] = Command(process, config, message.get("tag"))
-        try:
-            return await _stream(request, process, keepalive, lambda: sandbox_gone(request))
-        finally:
-            state.commands.pop(process.pid or -1, None)
+            state.commands[process.pid] = command
+        Service.of(request).tasks.start_soon(_follow, command, state, lambda: sandbox_gone(request))
+        return await _stream(request, process.pid, events, keepalive)
+
+
+async def connect_to(request: web.Request) -> web.StreamResponse:
+    """``commands.connect``: a new stream of a running command, from its next output on."""
+    message = await connect.first_message(request)
+    pid = ((message.get("process") or {}).get("pid"))
+    command = e2b_of(request).commands.get(pid) if isinstance(pid, int) else None
+    if command is None or not command.process.running:
+        raise Problem(404, "not_found", f"process with pid {pid} not found")
+    keepalive = _seconds(request.headers.get(KEEPALIVE_HEADER), DEFAULT_KEEPALIVE)
+    return await _stream(request, pid, command.listen(), keepalive)
 
 
 async def send_signal(request: web.Request) -> web.Response:
@@ -90,39 +104,56 @@ async def list_processes(request: web.Request) -> web.Response:
     return connect.reply({"processes": processes})
 
 
-async def _stream(
-    request: web.Request, process: Process, keepalive: float, gone: Callable[[], bool]
-) -> web.StreamResponse:
-    """The Connect stream of a started command, to its end. A command that ended because
-    its sandbox did ends the stream as envd's does when the connection to the sandbox goes:
+async def _follow(command: Command, state: E2bSandbox, gone: Callable[[], bool]) -> None:
+    """Read a command's output to its end, telling whoever listens, in the service's task
+    group: a client that goes away stops listening, the command goes on. A command that
+    ended because its sandbox did ends its streams as envd's do when the sandbox goes:
     ``unavailable``, after which the SDK asks ``/health`` and reports the sandbox gone."""
+    process = command.process
+    try:
+        while (chunk := await process.next_output()) is not None:
+            fd, data = chunk
+            command.tell((_event("data", {"stdout" if fd == 1 else "stderr": codec.encode(data)}), None))
+        result = await process.wait()
+        if gone():
+            command.tell((None, Problem(502, "unavailable", "the connection to the sandbox ended before the stream completed")))
+        elif result.status is Status.TIMEOUT:
+            command.tell((None, Problem(504, "deadline_exceeded", f"the command ran past its timeout of {process.timeout:g} s")))
+        elif result.status is Status.INFRA_ERROR:
+            command.tell((None, Problem(502, "unavailable", result.stderr.strip())))
+        else:
+            command.tell((_event("end", _end(result)), None))
+    finally:
+        command.close()
+        if state.commands.get(process.pid or -1) is command:
+            del state.commands[process.pid or -1]
+
+
+async def _stream(
+    request: web.Request, pid: int | None, events: MemoryObjectReceiveStream[Event], keepalive: float
+) -> web.StreamResponse:
+    """One Connect stream of a command: ``start``, then what it is told, with a keepalive
+    after ``keepalive`` seconds of silence, to the end."""
     response = web.StreamResponse(headers={"Content-Type": connect.STREAM})
     await response.prepare(request)
-    if process.pid is not None:
-        await response.write(connect.envelope(_event("start", {"pid": process.pid})))
-    while True:
-        with anyio.move_on_after(keepalive) as silent:
-            chunk = await process.next_output()
-        if silent.cancelled_caught:
-            await response.write(connect.envelope(_event("keepalive", {})))
-            continue
-        if chunk is None:
-            break
-        fd, data = chunk
-        stream = "stdout" if fd == 1 else "stderr"
-        await response.write(connect.envelope(_event("data", {stream: codec.encode(data)})))
-    result = await process.wait()
-    if gone():
-        problem = Problem(502, "unavailable", "the connection to the sandbox ended before the stream completed")
-        await response.write(connect.end_of_stream(problem))
-    elif result.status is Status.TIMEOUT:
-        problem = Problem(504, "deadline_exceeded", f"the command ran past its timeout of {process.timeout:g} s")
-        await response.write(connect.end_of_stream(problem))
-    elif result.status is Status.INFRA_ERROR:
-        await response.write(connect.end_of_stream(Problem(502, "unavailable", result.stderr.strip())))
-    else:
-        await response.write(connect.envelope(_event("end", _end(result))))
-        await response.write(connect.end_of_stream())
+    with events:
+        if pid is not None:
+            await response.write(connect.envelope(_event("start", {"pid": pid})))
+        while True:
+            with anyio.move_on_after(keepalive) as silent:
+                try:
+                    event, problem = await events.receive()
+                except anyio.EndOfStream:
+                    break
+            if silent.cancelled_caught:
+                await response.write(connect.envelope(_event("keepalive", {})))
+            elif problem is not None:
+                await response.write(connect.end_of_stream(problem))
+                await response.write_eof()
+                return response
+            else:
+                await response.write(connect.envelope(event))  # type: ignore[arg-type]
+    await response.write(connect.end_of_stream())
     await response.write_eof()
     return response
 
@@ -185,6 +216,7 @@ def _seconds(text: str | None, default: float) -> float:
 
 ROUTES = (
     rpc("process.Process", "Start", start),
+    rpc("process.Process", "Connect", connect_to),
     rpc("process.Process", "SendSignal", send_signal),
     rpc("process.Process", "SendInput", send_input),
     rpc("process.Process", "CloseStdin", close_stdin),

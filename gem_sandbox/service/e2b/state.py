@@ -8,10 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
 from gem_sandbox.sandbox.client import Process
 from gem_sandbox.service.errors import Problem
 
 DEFAULT_CONTEXT = "default"
+LISTENER_BACKLOG = 1024  # events a command's stream may fall behind before it is dropped
 
 
 @dataclass
@@ -24,13 +28,39 @@ class Context:
     ready: bool = False  # its kernel has the sandbox's env and its cwd
 
 
-@dataclass
+Event = tuple[dict[str, Any] | None, Problem | None]  # an envd event, or the error ending a stream
+
+
+@dataclass(eq=False)
 class Command:
-    """A started command as ``commands.list`` shows it."""
+    """A started command as ``commands.list`` shows it, and the streams that follow it: the
+    one that started it and any that ``commands.connect`` opened since. Its output goes to
+    those listening when it is written, and to no one when none is."""
 
     process: Process
     config: dict[str, Any]
     tag: str | None
+    listeners: set[MemoryObjectSendStream[Event]] = field(default_factory=set)
+
+    def listen(self) -> MemoryObjectReceiveStream[Event]:
+        send, receive = anyio.create_memory_object_stream[Event](LISTENER_BACKLOG)
+        self.listeners.add(send)
+        return receive
+
+    def tell(self, event: Event) -> None:
+        """Pass ``event`` to every listener; one that fell :data:`LISTENER_BACKLOG` events
+        behind (its client stopped reading) is dropped, not waited for."""
+        for listener in list(self.listeners):
+            try:
+                listener.send_nowait(event)
+            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.listeners.discard(listener)
+                listener.close()
+
+    def close(self) -> None:
+        for listener in self.listeners:
+            listener.close()
+        self.listeners.clear()
 
 
 @dataclass(frozen=True)
