@@ -4,9 +4,11 @@ plane, envd's files and filesystem RPCs, health, and the code interpreter."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
 
 import aiohttp
 import anyio
@@ -235,6 +237,52 @@ async def test_links_show_their_targets_lists_go_depth_first_and_removes_are_ide
     listed = await sandbox.files.list("a", depth=2)
     assert [e.path for e in listed] == ["/home/user/a/x", "/home/user/a/x/1.txt", "/home/user/a/y.txt"]
     await sandbox.files.remove("never-there")
+
+
+async def python_runs(sandbox: e2b.AsyncSandbox) -> int:
+    """Python programs running as the sandbox's user (a watcher is one)."""
+    listing = (await sandbox.commands.run("ps -eo uid=,comm=")).stdout.split()
+    return sum(int(uid) >= 10_000_000 and comm == "python3" for uid, comm in zip(listing[::2], listing[1::2], strict=True))
+
+
+async def test_watch_dir_streams_the_sandboxs_file_events(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(**sdk(service))
+    await sandbox.files.make_dir("w/old")
+    assert await python_runs(sandbox) == 0
+    seen: list[tuple[str, e2b.FilesystemEventType]] = []
+    handle = await sandbox.files.watch_dir("w", on_event=lambda e: seen.append((e.name, e.type)), recursive=True)
+    await sandbox.files.write("w/a.txt", "a")
+    await sandbox.commands.run("mkdir w/new && echo b > w/new/b.txt && echo c > w/old/c.txt && rm w/a.txt")
+    with anyio.fail_after(10):
+        while ("a.txt", e2b.FilesystemEventType.REMOVE) not in seen:
+            await anyio.sleep(0.05)
+    await handle.stop()
+    assert {("a.txt", e2b.FilesystemEventType.CREATE), ("a.txt", e2b.FilesystemEventType.WRITE)} <= set(seen)
+    assert {("new/b.txt", e2b.FilesystemEventType.WRITE), ("old/c.txt", e2b.FilesystemEventType.CREATE)} <= set(seen)
+    with pytest.raises(e2b.NotFoundException):
+        await sandbox.files.watch_dir("nowhere", on_event=lambda e: None)
+    with pytest.raises(e2b.SandboxException, match="not a directory"):
+        await sandbox.files.watch_dir("w/old/c.txt", on_event=lambda e: None)
+    with anyio.fail_after(10):  # the watcher goes once the service sees the stream closed
+        while await python_runs(sandbox):
+            await anyio.sleep(0.1)
+
+
+async def test_the_sync_sdk_polls_a_watcher(service: Service) -> None:
+    def session() -> list[tuple[str, e2b.FilesystemEventType]]:
+        with e2b.Sandbox.create(**sdk(service)) as sandbox:
+            handle = sandbox.files.watch_dir("/home/user")
+            sandbox.files.write("polled.txt", "p")
+            events: list[tuple[str, e2b.FilesystemEventType]] = []
+            deadline = time.monotonic() + 10
+            while ("polled.txt", e2b.FilesystemEventType.WRITE) not in events and time.monotonic() < deadline:
+                events += [(e.name, e.type) for e in handle.get_new_events()]
+            handle.stop()
+            with pytest.raises(e2b.SandboxException):
+                handle.get_new_events()
+            return events
+
+    assert ("polled.txt", e2b.FilesystemEventType.CREATE) in await anyio.to_thread.run_sync(session)
 
 
 async def test_signed_urls_need_no_token_and_expire(service: Service) -> None:

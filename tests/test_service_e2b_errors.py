@@ -41,7 +41,7 @@ async def test_an_unserved_rest_route_raises_the_sdks_exception_saying_so(sandbo
 
 async def test_an_unserved_rpc_raises_the_sdks_exception_saying_so(sandbox: e2b.AsyncSandbox) -> None:
     with pytest.raises(e2b.SandboxException, match="UNIMPLEMENTED: .*not served by gem-sandbox"):
-        await sandbox.files.watch_dir("/home/user", on_event=lambda event: None)
+        await sandbox.pty.create(e2b.PtySize(rows=24, cols=80), on_data=lambda data: None)
 
 
 async def test_a_served_routes_error_still_maps_to_the_sdks_exception(sandbox: e2b.AsyncSandbox) -> None:

@@ -4,14 +4,14 @@ unmodified ``e2b`` and ``e2b-code-interpreter`` SDKs, pointed at the service wit
 
 :data:`ROUTES` is every route, each an :class:`~.wire.Endpoint` that says how it authenticates
 and how its errors look; the app mounts them when the setting is on. A module per part of
-e2b's API: :mod:`.control` (REST), :mod:`.envd` (routing by sandbox, paths, ``/health``),
-:mod:`.files`, :mod:`.filesystem` and :mod:`.process` (Connect RPCs, framed by
-:mod:`.connect`) and
-:mod:`.interpreter` (``/execute`` and contexts) and :mod:`.metrics`. A path of e2b's APIs
-this endpoint does not serve answers in e2b's shapes too (:func:`~.wire.render_for`, :func:`~.wire.unserved`).
+e2b's API: :mod:`.control` (REST) and :mod:`.metrics`; :mod:`.envd` (routing by sandbox,
+paths, ``/health``); :mod:`.files`; :mod:`.filesystem`, :mod:`.process` and :mod:`.watch`
+(Connect RPCs, framed by :mod:`.connect`); :mod:`.interpreter` (``/execute`` and contexts). A
+path of e2b's APIs this endpoint does not serve answers in e2b's shapes too
+(:func:`~.wire.render_for`, :func:`~.wire.unserved`).
 """
 
-from gem_sandbox.service.e2b import control, envd, files, filesystem, interpreter, metrics, process
+from gem_sandbox.service.e2b import control, envd, files, filesystem, interpreter, metrics, process, watch
 from gem_sandbox.service.e2b.wire import Endpoint, render_for, unserved
 
 ROUTES: tuple[Endpoint, ...] = (
@@ -22,6 +22,7 @@ ROUTES: tuple[Endpoint, ...] = (
     *interpreter.ROUTES,
     *metrics.ROUTES,
     *process.ROUTES,
+    *watch.ROUTES,
 )
 
 __all__ = ["ROUTES", "Endpoint", "render_for", "unserved"]

@@ -28,6 +28,7 @@ from gem_sandbox.service import codec
 from gem_sandbox.service.e2b import connect
 from gem_sandbox.service.e2b.envd import HOME, e2b_of, e2b_path, local_path, rpc, sandbox_gone, sandbox_of
 from gem_sandbox.service.e2b.state import Command, E2bSandbox, Event
+from gem_sandbox.service.e2b.wire import unserved
 from gem_sandbox.service.errors import Problem
 from gem_sandbox.service.state import Service
 
@@ -39,10 +40,12 @@ SIGNALS = {"SIGNAL_SIGKILL": signal.SIGKILL, "SIGNAL_SIGTERM": signal.SIGTERM, 9
 
 async def start(request: web.Request) -> web.StreamResponse:
     message = await connect.first_message(request)
+    if message.get("pty"):
+        raise unserved("a PTY (process.Process/Start with pty)", enabled=True)
     config = message.get("process") or {}
-    keepalive = _seconds(request.headers.get(KEEPALIVE_HEADER), DEFAULT_KEEPALIVE)
+    keepalive = seconds(request.headers.get(KEEPALIVE_HEADER), DEFAULT_KEEPALIVE)
     timeout_ms = request.headers.get(TIMEOUT_HEADER)
-    timeout = _seconds(timeout_ms, 0.0) / 1000 if timeout_ms else None
+    timeout = seconds(timeout_ms, 0.0) / 1000 if timeout_ms else None
     state = e2b_of(request)
     async with sandbox_of(request) as sandbox:
         code = _command_line(config, sandbox)
@@ -68,7 +71,7 @@ async def connect_to(request: web.Request) -> web.StreamResponse:
     command = e2b_of(request).commands.get(pid) if isinstance(pid, int) else None
     if command is None or not command.process.running:
         raise Problem(404, "not_found", f"process with pid {pid} not found")
-    keepalive = _seconds(request.headers.get(KEEPALIVE_HEADER), DEFAULT_KEEPALIVE)
+    keepalive = seconds(request.headers.get(KEEPALIVE_HEADER), DEFAULT_KEEPALIVE)
     return await _stream(request, pid, command.listen(), keepalive)
 
 
@@ -207,7 +210,7 @@ def _strings(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in (value or {}).items()}
 
 
-def _seconds(text: str | None, default: float) -> float:
+def seconds(text: str | None, default: float) -> float:
     try:
         return max(0.0, float(text)) if text is not None else default
     except ValueError:

@@ -1,7 +1,7 @@
 """What an e2b sandbox keeps beside its lease: :class:`E2bSandbox`, held by the lease
 (``Lease.e2b``), so it lives as long as the lease does and goes with it: the template name it
 was created from, its metadata and env, the access token its envd-style routes check, its code
-contexts (kernels), its running commands and its metrics."""
+contexts (kernels), its running commands and watchers and its metrics."""
 
 from __future__ import annotations
 
@@ -63,6 +63,15 @@ class Command:
         self.listeners.clear()
 
 
+@dataclass(eq=False)
+class Watcher:
+    """A polled directory watcher (the sync SDK's ``watch_dir``): its program, and the
+    events since the last poll."""
+
+    process: Process
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Sample:
     """One reading of a sandbox's metrics (:mod:`.metrics`)."""
@@ -80,6 +89,7 @@ class E2bSandbox:
     env: dict[str, str] = field(default_factory=dict)  # the default environment of its code
     contexts: dict[str, Context] = field(default_factory=lambda: {DEFAULT_CONTEXT: Context(DEFAULT_CONTEXT)})
     commands: dict[int, Command] = field(default_factory=dict)  # running ones, by pid
+    watchers: dict[str, Watcher] = field(default_factory=dict)  # polled ones, by id
     samples: list[Sample] = field(default_factory=list)  # its metrics so far
 
     def context(self, context_id: str) -> Context:
