@@ -93,6 +93,14 @@ async def test_a_command_whose_sandbox_is_killed_says_the_sandbox_is_gone(servic
         await handle.wait()
 
 
+async def test_runs_never_gain_privileges(sandbox: e2b.AsyncSandbox) -> None:
+    as_root = await sandbox.commands.run("id -u", user="root")  # e2b's backend asks for root
+    assert as_root.stdout.strip() != "0"
+    with pytest.raises(e2b.CommandExitException) as sudo:
+        await sandbox.commands.run("sudo true")
+    assert sudo.value.exit_code != 0
+
+
 async def test_files_written_are_seen_by_commands(sandbox: e2b.AsyncSandbox) -> None:
     await sandbox.files.write("/home/user/data.txt", "41")
     result = await sandbox.commands.run("echo $(( $(cat data.txt) + 1 ))", envs={"UNUSED": "1"})
