@@ -4,6 +4,7 @@ plane, envd's files and filesystem RPCs, health, and the code interpreter."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -105,6 +106,32 @@ async def test_metrics_are_read_from_the_sandbox_each_time_they_are_asked_for(se
     both = await e2b.AsyncSandbox.get_metrics(sandbox.sandbox_id, **sdk(service))
     assert [m.timestamp for m in both[:1]] == [sample.timestamp] and len(both) == 2
     assert await sandbox.get_metrics(start=datetime.now(UTC) + timedelta(minutes=1)) == []
+
+
+async def test_an_unknown_template_is_an_error_not_the_default_image(service: Service) -> None:
+    with pytest.raises(e2b.SandboxException, match="template 'no-such-template' not found"):
+        await e2b.AsyncSandbox.create("no-such-template", **sdk(service))
+
+
+async def test_a_template_built_from_a_dockerfile_is_served_by_name(
+    service: Service, sandbox_image: str, docker_client: Any, tmp_path: Any  # noqa: F811
+) -> None:
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {sandbox_image}\n"
+        "RUN echo baked > /opt/marker && rm /home/user && mkdir /home/user && echo hi > /home/user/greeting.txt\n"
+    )
+    build = [sys.executable, "-m", "gem_sandbox.cli", "images", "build", "--template", "gem-tests-greeter"]
+    built = await anyio.run_process([*build, "--dockerfile", str(tmp_path / "Dockerfile")], check=False)
+    assert built.returncode == 0, built.stderr.decode()
+    try:
+        sandbox = await e2b.AsyncSandbox.create("gem-tests-greeter", **sdk(service))
+        result = await sandbox.commands.run("cat /opt/marker greeting.txt; echo more >> greeting.txt")
+        assert result.stdout == "baked\nhi\n" and (await sandbox.get_info()).template_id == "gem-tests-greeter"
+        assert await sandbox.files.read("/home/user/greeting.txt") == "hi\nmore\n"
+        plain = await e2b.AsyncSandbox.create(**sdk(service))
+        assert (await plain.commands.run("test -e /opt/marker || echo absent")).stdout == "absent\n"
+    finally:
+        docker_client.images.remove(built.stdout.decode().strip(), force=True)
 
 
 async def test_a_wrong_api_key_is_refused(service: Service) -> None:

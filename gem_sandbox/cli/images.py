@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import sys
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,12 +20,23 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="default",
         help="default: python, bash, g++; polyglot: every language Debian provides (large)",
     )
+    build.add_argument("--template", metavar="NAME", help="build an e2b template of this name from --dockerfile")
+    build.add_argument("--dockerfile", metavar="PATH", help="the template's Dockerfile (its directory is the context)")
     build.set_defaults(func=_build)
 
 
 def _build(args: argparse.Namespace) -> int:
-    from gem_sandbox.sandbox.backends.docker import images
+    from pathlib import Path
 
+    from gem_sandbox.sandbox.backends.docker import images, templates
+    from gem_sandbox.sandbox.errors import ConfigError
+
+    if bool(args.template) != bool(args.dockerfile):
+        raise ConfigError("--template and --dockerfile go together; give both to build a template")
+    if args.template:
+        progress = functools.partial(print, file=sys.stderr)  # stdout is the tag alone
+        print(templates.build_template(args.template, Path(args.dockerfile), progress))
+        return 0
     tag = images.build(
         offline=True if args.offline else None, force=args.force, profile=args.profile
     )

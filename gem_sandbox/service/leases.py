@@ -42,6 +42,7 @@ class Lease:
     busy: int = 0
     started: float = field(default_factory=time.time)  # wall clock, for the APIs that show it
     e2b: E2bSandbox | None = None  # what an e2b sandbox keeps (docs/service.md, e2b-compatible endpoint)
+    runtime: Runtime | None = None  # the one it came from, when not the service's (an e2b template's)
     ticket: Ticket | None = None  # the pool capacity it holds until it ends
 
     def __post_init__(self) -> None:
@@ -81,10 +82,12 @@ class Leases:
     def __len__(self) -> int:
         return len(self._by_id)
 
-    async def create(self, tenant: Tenant, ttl: float | None, *, renews: bool = True) -> Lease:
-        """A sandbox of ``tenant``'s own, holding a whole sandbox's share of the pool's
-        capacity while it lives; 429 past its ``max_leases``, 503 when the capacity does not
-        come free in time."""
+    async def create(
+        self, tenant: Tenant, ttl: float | None, *, renews: bool = True, runtime: Runtime | None = None
+    ) -> Lease:
+        """A sandbox of ``tenant``'s own (from ``runtime``, the service's by default), holding
+        a whole sandbox's share of the pool's capacity while it lives; 429 past its
+        ``max_leases``, 503 when the capacity does not come free in time."""
         if tenant.leases >= tenant.policy.max_leases:
             raise Problem(
                 429,
@@ -96,14 +99,14 @@ class Leases:
         ticket: Ticket | None = None
         try:
             ticket = await self.admission.take(self.runtime.config.runs_per_sandbox)
-            sandbox = await self.runtime.acquire()
+            sandbox = await (runtime or self.runtime).acquire()
         except BaseException:
             tenant.leases -= 1
             if ticket is not None:
                 ticket.release()
             raise
         lease = Lease("sb-" + secrets.token_urlsafe(12), tenant, sandbox, self.capped(ttl or self.default_ttl), renews)
-        lease.ticket = ticket
+        lease.ticket, lease.runtime = ticket, runtime
         self._by_id[lease.id] = lease
         return lease
 
@@ -163,7 +166,7 @@ class Leases:
         lease.tenant.leases -= 1
         try:
             with anyio.CancelScope(shield=True):
-                await self.runtime.release(lease.sandbox)
+                await (lease.runtime or self.runtime).release(lease.sandbox)
         finally:
             if lease.ticket is not None:
                 lease.ticket.release()

@@ -36,35 +36,38 @@ async def running(options: ServeOptions, runtime: Runtime | None = None) -> Asyn
     requests; without it one is opened from ``options`` and closed after."""
     async with _runtime(options, runtime) as opened:
         service = Service(options, opened)
-        await opened.pool()  # warm sandboxes start now, not at the first request
-        runner = web.AppRunner(
-            make_app(service),
-            access_log_class=AccessLog,
-            access_log=logging.getLogger("gem_sandbox.service.access"),
-            shutdown_timeout=options.shutdown_timeout,
-            # aiohttp closes a connection that is idle (or still sending its headers) this
-            # long after it opened or after its last answer: the bound on slow headers.
-            keepalive_timeout=options.header_timeout,
-            # A client that disconnects cancels its handler: its wait for capacity ends, or its
-            # run is cancelled and the sandbox goes back to the pool (reset kills the run).
-            handler_cancellation=True,
-        )
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, options.host, options.port, backlog=BACKLOG).start()
-            service.url = _url(runner)
-            async with anyio.create_task_group() as tg:
-                service.tasks = tg
-                tg.start_soon(service.leases.reap)
-                try:
-                    yield service
-                finally:
-                    tg.cancel_scope.cancel()
-        finally:
-            service.draining = True
-            with anyio.CancelScope(shield=True):
-                await runner.cleanup()  # stops listening, then waits for requests in flight
-                await service.leases.aclose()
+        async with service.templates:  # their pools close after the leases
+            await opened.pool()  # warm sandboxes start now, not at the first request
+            runner = web.AppRunner(
+                make_app(service),
+                access_log_class=AccessLog,
+                access_log=logging.getLogger("gem_sandbox.service.access"),
+                shutdown_timeout=options.shutdown_timeout,
+                # aiohttp closes a connection that is idle (or still sending its headers)
+                # this long after it opened or after its last answer: the bound on slow
+                # headers.
+                keepalive_timeout=options.header_timeout,
+                # A client that disconnects cancels its handler: its wait for capacity ends,
+                # or its run is cancelled and the sandbox goes back to the pool (reset kills
+                # the run).
+                handler_cancellation=True,
+            )
+            await runner.setup()
+            try:
+                await web.TCPSite(runner, options.host, options.port, backlog=BACKLOG).start()
+                service.url = _url(runner)
+                async with anyio.create_task_group() as tg:
+                    service.tasks = tg
+                    tg.start_soon(service.leases.reap)
+                    try:
+                        yield service
+                    finally:
+                        tg.cancel_scope.cancel()
+            finally:
+                service.draining = True
+                with anyio.CancelScope(shield=True):
+                    await runner.cleanup()  # stops listening, then waits for requests in flight
+                    await service.leases.aclose()
 
 
 async def serve(options: ServeOptions) -> None:

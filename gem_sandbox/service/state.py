@@ -16,6 +16,7 @@ from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.service import caps
 from gem_sandbox.service.access import Access, Tenant
 from gem_sandbox.service.admission import Admission
+from gem_sandbox.service.e2b.templates import Templates
 from gem_sandbox.service.errors import bad_request
 from gem_sandbox.service.leases import Leases
 from gem_sandbox.service.metrics import Metrics
@@ -41,6 +42,7 @@ class Service:
         self.replays = Replays(options.idempotency_ttl, options.idempotency_bytes)
         self.metrics = Metrics(self)
         self.runs = Runs(runtime, self.metrics.runs, self.admission)
+        self.templates = Templates(options, runtime)  # e2b's template names
         self.draining = False  # shutting down: health says so and new requests are refused
         self.tasks: TaskGroup  # for work that outlives its request (e2b commands), once serving
         self.url = ""  # where it listens, once it does

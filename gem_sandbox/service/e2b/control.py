@@ -4,8 +4,8 @@
 
 An e2b sandbox is a lease of the key's token that does not renew: it ends at its absolute
 deadline (create's ``timeout``, 300 s by default, capped at ``max_lease_ttl``; ``set_timeout``
-moves it to now + t), whatever requests it serves. Every template name gets the pool's one
-image; the name is kept and echoed.
+moves it to now + t), whatever requests it serves. e2b's template names get the pool's image,
+an operator's templates their own (:mod:`.templates`), and an unknown name is 404.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from gem_sandbox.service.state import TENANT, Service, parse
 ENVD_VERSION = "0.6.4"  # at or past 0.5.7: the SDK sends no default user and may upload raw bytes
 CLIENT_ID = "gem-sandbox"
 DEFAULT_TIMEOUT = 300.0  # e2b's, when create names none
+COPY_TIMEOUT = 120.0  # seconds to copy a template's home dir into a new sandbox
 PAGE = 100  # sandboxes a list answers when it names no limit
 API_KEY_HEADER = "X-API-KEY"
 
@@ -66,7 +67,15 @@ async def create(request: web.Request) -> web.Response:
     service, body = Service.of(request), await parse(request, CreateBody)
     if body.auto_pause:
         raise bad_request("sandboxes cannot be paused here: create without auto_pause")
-    lease = await service.leases.create(request[TENANT], body.timeout or DEFAULT_TIMEOUT, renews=False)
+    runtime, built = await service.templates.runtime_for(body.template)
+    lease = await service.leases.create(request[TENANT], body.timeout or DEFAULT_TIMEOUT, renews=False, runtime=runtime)
+    if built:  # the template's own home dir, into the sandbox's (Docker's, so docker is installed)
+        from gem_sandbox.sandbox.backends.docker.templates import COPY_HOME
+
+        copied = await lease.sandbox.run(COPY_HOME, "bash", timeout=COPY_TIMEOUT)
+        if not copied.ok:
+            await service.leases.delete(request[TENANT], lease.id)
+            raise Problem(503, "unavailable", f"template {body.template}: its home dir could not be copied in: {copied.stderr[-300:]}")
     lease.e2b = E2bSandbox(body.template, secrets.token_urlsafe(24), body.metadata, body.env)
     return web.json_response(_sandbox(lease), status=201)
 
