@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from gem_sandbox.sandbox.client import Sandbox
@@ -24,6 +25,17 @@ async def test_kernel_shows_the_value_of_a_final_expression(sandbox: Sandbox):
 async def test_kernel_captures_output_of_subprocesses(sandbox: Sandbox):
     result = await sandbox.kernel_exec("import os\nos.system('echo from-a-shell; echo oops >&2')")
     assert (result.stdout, result.stderr) == ("from-a-shell\n0\n", "oops\n")
+
+
+async def test_kernel_output_can_stream_as_it_is_written(sandbox: Sandbox):
+    heard: list[tuple[float, int, bytes]] = []
+    code = "import sys, time\nprint('first', flush=True)\ntime.sleep(0.6)\nprint('late', file=sys.stderr)"
+    result = await sandbox.kernel_exec(code, on_output=lambda fd, data: heard.append((anyio.current_time(), fd, data)))
+    ended = anyio.current_time()
+    assert [(fd, data) for _, fd, data in heard] == [(1, b"first\n"), (2, b"late\n")]
+    assert ended - heard[0][0] > 0.4  # heard while the command still ran
+    assert (result.status, result.stdout, result.stderr) == (Status.OK, "first\n", "late\n")
+    assert (await sandbox.kernel_exec("print('quiet')")).stdout == "quiet\n"  # not streamed unless asked
 
 
 async def test_kernel_exception_is_error_and_the_namespace_survives(sandbox: Sandbox):

@@ -364,6 +364,15 @@ async def test_what_a_cell_shows_comes_as_results_its_value_the_main_one(service
     assert (silenced.text, silenced.results) == (None, [])
 
 
+async def test_a_cells_stdout_streams_while_it_runs(service: Service) -> None:
+    sandbox = await CodeSandbox.create(**sdk(service))
+    heard: list[tuple[float, str]] = []
+    code = "import time\nprint('one', flush=True)\ntime.sleep(0.6)\nprint('two')"
+    execution = await sandbox.run_code(code, on_stdout=lambda out: heard.append((anyio.current_time(), out.line)))
+    assert [line for _, line in heard] == ["one\n", "two\n"] and heard[1][0] - heard[0][0] > 0.4
+    assert execution.logs.stdout == ["one\n", "two\n"]
+
+
 async def test_an_exception_fills_the_executions_error(service: Service) -> None:
     sandbox = await CodeSandbox.create(**sdk(service))
     execution = await sandbox.run_code("import sys\nprint('before', file=sys.stderr)\n1 / 0")

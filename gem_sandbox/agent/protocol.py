@@ -28,12 +28,14 @@ Operations (arguments -> response fields; payloads in brackets):
     cwd, limits, stateless, shared [stdin] -> result (a ``stateless`` run's also says whether
     the sandbox is now ``clean``: as a verified ``reset`` would leave it; a ``shared`` one, in
     uid mode only, runs beside others in a private dir with a group of its own and umask 077)
-``kernel_exec`` kernel, code, timeout, limits, display -> result (namespace persists per
-    ``kernel``; ``limits`` bound the kernel process when it starts and each command's
+``kernel_exec`` kernel, code, timeout, limits, display, stream -> result (namespace persists
+    per ``kernel``; ``limits`` bound the kernel process when it starts and each command's
     output), with ``display``: the MIME bundles (``{"text/plain": ..., "image/png": <base64>}``)
     the command showed, in order (``display()``, matplotlib figures and, when the request's
     ``display`` is true, the value of a last expression, which is otherwise printed as
-    Python's prompt prints it) and ``display_truncated``; both left out when it showed nothing
+    Python's prompt prints it; ``display_value`` is its index), and ``display_truncated``; all
+    left out when it showed nothing. With ``stream``, its output also comes as it is written,
+    in ``spawn``'s ``output`` event frames, before the result (which holds it all too)
 ``kernel_restart`` kernel -> ``{}``
 ``shell`` session, command, timeout, limits -> result (cwd and exports persist per
     ``session``)

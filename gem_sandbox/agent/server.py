@@ -146,8 +146,17 @@ class Agent:
         return {}, b""
 
     async def kernel_exec(self, header, payload):
+        """With ``stream``, its output also goes out as it is written, as a spawned
+        program's does (``output`` events with the request's id)."""
+        echo = None
+        if header.get("stream"):
+            request_id = header["id"]
+
+            def echo(fd, data):
+                self.send({"id": request_id, "event": "output", "fd": fd}, data)
+
         return await self.kernels.execute(
-            header.get("kernel", "default"), header.get("code"), header
+            header.get("kernel", "default"), header.get("code"), header, echo
         )
 
     async def kernel_restart(self, header, payload):

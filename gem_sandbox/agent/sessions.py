@@ -53,9 +53,10 @@ class Session:
         self.interrupted = False  # a reset killed it
         self.gone = None  # once killed: whether all its processes are gone
         self.partial = b""
+        self.echo = None  # the current command's output also goes here, as (fd, data)
         self.readers = [
-            PipeReader(loop, stdout_fd, lambda data: self._output(self.out, data)),
-            PipeReader(loop, stderr_fd, lambda data: self._output(self.err, data)),
+            PipeReader(loop, stdout_fd, lambda data: self._output(self.out, data, 1)),
+            PipeReader(loop, stderr_fd, lambda data: self._output(self.err, data, 2)),
             PipeReader(loop, status_fd, self._status_data),
         ]
         self.commands = PipeWriter(loop, command_fd)
@@ -67,8 +68,10 @@ class Session:
     def alive(self):
         return not self.exited.done()
 
-    def _output(self, capture, data):
+    def _output(self, capture, data, fd):
         capture.add(data)
+        if self.echo is not None and capture.total <= self.ceiling:
+            self.echo(fd, data)
         if capture.total > self.ceiling:
             self.flood.set()
 
@@ -84,11 +87,11 @@ class Session:
                 except ValueError:
                     pass
 
-    async def execute(self, encode, timeout, limits, interrupt, terminate):
+    async def execute(self, encode, timeout, limits, interrupt, terminate, echo=None):
         """Run the command ``encode(seq)`` gives. A timed-out command is stopped by
         ``interrupt(session)``; if that is not enough, or output floods,
-        ``terminate(session)`` kills the session. Returns ``(header fields, payload,
-        whether the session survived)``."""
+        ``terminate(session)`` kills the session. ``echo(fd, data)`` gets its output as it
+        comes, too. Returns ``(header fields, payload, whether the session survived)``."""
         self.out, self.err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
         self.shown.clear()
         self.ceiling = limits.output_ceiling
@@ -101,6 +104,7 @@ class Session:
         cpu_before = self.cpu_ms()
         ooms_before = self.oom.count()
         started = self.loop.time()
+        self.echo = echo
         self.commands.write(encode(self.seq))
         ended = await self._wait(timeout)
         duration_ms = (self.loop.time() - started) * 1000
@@ -114,6 +118,7 @@ class Session:
             await terminate(self)
         for reader in self.readers[:2]:
             reader.drain(limits.max_output_bytes + CHUNK)
+        self.echo = None
         for reader in self.readers[3:]:
             reader.drain(self.shown.cap + CHUNK)
         if ended is self.status:
@@ -197,7 +202,7 @@ class Sessions(Part):
     def names(self):
         return sorted(name for name, session in self.live.items() if session.alive)
 
-    async def execute(self, name, text, header):
+    async def execute(self, name, text, header, echo=None):
         if not isinstance(name, str) or not isinstance(text, str):
             raise Refused("bad_request", "session name and command must be strings")
         why = self.unsendable(text)
@@ -215,7 +220,12 @@ class Sessions(Part):
                     return results.result("killed", None, None, Capture(0), Capture(0), 0.0, 0.0)
                 self.live[name] = session
             fields, payload, survived = await session.execute(
-                lambda seq: self.encode(seq, text, header), timeout, limits, self.interrupt, self._terminate
+                lambda seq: self.encode(seq, text, header),
+                timeout,
+                limits,
+                self.interrupt,
+                self._terminate,
+                echo,
             )
             if not survived:
                 await self.stop(name)

@@ -120,6 +120,7 @@ class Sandbox:
         self._ids = itertools.count(1)
         self._pending: dict[int, _Reply] = {}
         self._processes: dict[int, Process] = {}  # spawn request id -> its program, while it runs
+        self._echoes: dict[int, Callable[[int, bytes], None]] = {}  # request id -> its output's taker
         self._reader: anyio.CancelScope | None = None  # the reader loop's, cancelled at death
 
     def __repr__(self) -> str:
@@ -193,6 +194,8 @@ class Sandbox:
                         process = self._processes.get(frame[0]["id"])
                         if process is not None:
                             process._event(*frame)
+                        elif (echo := self._echoes.get(frame[0]["id"])) is not None:
+                            echo(frame[0].get("fd", 1), frame[1])  # a streamed kernel command's
                         continue
                     reply = self._pending.pop(frame[0]["id"], None)
                     if reply is not None:
@@ -215,11 +218,19 @@ class Sandbox:
         *,
         wait: float,
         accept: Collection[str] = (),
+        echo: Callable[[int, bytes], None] | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         """Send one request and wait up to ``wait`` seconds for its response. A refusal
-        raises its typed error, unless its type is in ``accept`` (then it is returned)."""
+        raises its typed error, unless its type is in ``accept`` (then it is returned).
+        ``echo`` takes the ``(fd, bytes)`` output events that come before the response."""
         request_id, frame = self._frame(header, payload)
-        return await self._exchange_frame(request_id, frame, header["op"], wait=wait, accept=accept)
+        if echo is None:
+            return await self._exchange_frame(request_id, frame, header["op"], wait=wait, accept=accept)
+        self._echoes[request_id] = echo
+        try:
+            return await self._exchange_frame(request_id, frame, header["op"], wait=wait, accept=accept)
+        finally:
+            del self._echoes[request_id]
 
     def _frame(self, header: dict[str, Any], payload: bytes) -> tuple[int, bytes]:
         if self.state is not SandboxState.ALIVE:
@@ -280,7 +291,9 @@ class Sandbox:
         a dead sandbox gives ``infra_error``."""
         return (await self._exchange(header, payload))[0]
 
-    async def _exchange(self, header: dict[str, Any], payload: bytes) -> tuple[ExecResult, dict[str, Any]]:
+    async def _exchange(
+        self, header: dict[str, Any], payload: bytes, echo: Callable[[int, bytes], None] | None = None
+    ) -> tuple[ExecResult, dict[str, Any]]:
         """:meth:`_result`, with the response header (empty when the sandbox died)."""
         timeout = self.default_timeout if header["timeout"] is None else header["timeout"]
         interrupt = protocol.INTERRUPT_GRACE if header["op"] in _SESSION_OPS else 0.0
@@ -291,7 +304,7 @@ class Sandbox:
         started = time.perf_counter()
         try:
             response, out = await self._request(
-                dict(header, timeout=timeout), payload, wait=wait, accept=INFRA_REFUSALS
+                dict(header, timeout=timeout), payload, wait=wait, accept=INFRA_REFUSALS, echo=echo
             )
         except SandboxCrashed as exc:
             return ExecResult.infra_error(str(exc), _ms_since(started)), {}
@@ -417,21 +430,29 @@ class Sandbox:
         return await self._result(header)
 
     async def kernel_exec(
-        self, code: str, *, kernel: str = "default", timeout: float | None = None, display: bool = False
+        self,
+        code: str,
+        *,
+        kernel: str = "default",
+        timeout: float | None = None,
+        display: bool = False,
+        on_output: Callable[[int, bytes], None] | None = None,
     ) -> ExecResult:
         """Run ``code`` in a persistent Python namespace (output captured at the fd level).
         What it shows (``display()``, plots) is the result's ``display``; with ``display``,
         so is the value of a last expression (a notebook's ``Out``), which is otherwise
-        printed."""
+        printed. ``on_output(fd, bytes)`` gets its output as it is written (the result has
+        it all too)."""
         header = {
             "op": "kernel_exec",
             "kernel": kernel,
             "code": code,
             "display": display,
+            "stream": on_output is not None,
             "timeout": timeout,
             "limits": self.limits.to_wire(),
         }
-        return await self._result(header)
+        return (await self._exchange(header, b"", on_output))[0]
 
     async def kernel_restart(self, kernel: str = "default") -> None:
         """Drop the kernel's namespace; the next :meth:`kernel_exec` starts a fresh one."""

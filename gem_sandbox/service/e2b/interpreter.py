@@ -7,7 +7,9 @@ namespace), the default one named ``default``.
 expression's value as the main result, ``execution.text``), an ``error`` when its
 :class:`~gem_sandbox.sandbox.result.ExecResult` says it failed (the traceback's last line gives
 the name and value the SDK shows), ``number_of_executions`` and ``end_of_execution``. The
-verdict is the result's status, never the output. The cell's output comes when it ends.
+verdict is the result's status, never the output. Its stdout streams as it is written
+(the kernel's output events); its stderr comes when it ends, with the traceback cut from it
+into the ``error``.
 
 The sandbox's ``envVars`` (and a context's ``cwd``) are set in a kernel before its first cell;
 a cell's own ``env_vars`` only for that cell.
@@ -15,11 +17,14 @@ a cell's own ``env_vars`` only for that cell.
 
 from __future__ import annotations
 
+import codecs
 import json
+import math
 import secrets
 import time
 from typing import Any
 
+import anyio
 from aiohttp import web
 from pydantic import BaseModel
 
@@ -66,23 +71,55 @@ class ContextBody(BaseModel):
     cwd: str | None = None
 
 
-async def execute(request: web.Request) -> web.Response:
+async def execute(request: web.Request) -> web.StreamResponse:
     service, body = Service.of(request), await parse(request, ExecuteBody)
     _python_only(body.language)
     state = e2b_of(request)
     context = state.context(body.context_id or DEFAULT_CONTEXT)
+    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
     async with sandbox_of(request) as sandbox:
         await _ready(sandbox, context, state.env)
         saved = await _setup(sandbox, context, _set_env(body.env_vars)) if body.env_vars else None
-        timeout = service.options.max_run_timeout
-        result = await service.runs.on(sandbox).kernel_exec(body.code, kernel=context.id, timeout=timeout, display=True)
+        await response.prepare(request)
+        result = await _run_streaming(service, sandbox, context, body.code, response)
         if result.status not in (Status.OK, Status.ERROR):
             context.ready = False  # a kernel killed or stuck is started afresh, without them
         elif saved is not None:
             await _setup(sandbox, context, _restore_env(json.loads(saved.stdout)))
     context.executions += 1
-    events = _events(result, context.executions, service.options.max_run_timeout)
-    return web.Response(body="".join(json.dumps(event) + "\n" for event in events), content_type="application/x-ndjson")
+    for event in _events(result, context.executions, service.options.max_run_timeout):
+        await response.write(_line(event))
+    await response.write_eof()
+    return response
+
+
+async def _run_streaming(
+    service: Service, sandbox: LeasedSandbox, context: Context, code: str, response: web.StreamResponse
+) -> ExecResult:
+    """Run a cell, writing its stdout to ``response`` as ``stdout`` events while it runs."""
+    heard, hearing = anyio.create_memory_object_stream[bytes](math.inf)  # bounded by the output cap
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    async def forward() -> None:
+        async with hearing:
+            async for data in hearing:
+                if chunk := text.decode(data):
+                    await response.write(_line({"type": "stdout", "text": chunk, "timestamp": time.time_ns()}))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(forward)
+        with heard:
+            return await service.runs.on(sandbox).kernel_exec(
+                code,
+                kernel=context.id,
+                timeout=service.options.max_run_timeout,
+                display=True,
+                on_output=lambda fd, data: heard.send_nowait(data) if fd == 1 else None,
+            )
+
+
+def _line(event: dict[str, Any]) -> bytes:
+    return json.dumps(event).encode() + b"\n"
 
 
 async def create_context(request: web.Request) -> web.Response:
@@ -167,8 +204,7 @@ def _events(result: ExecResult, executions: int, timeout: float) -> list[dict[st
     elif result.status is not Status.OK:
         name, value = _FAILURES[result.status]
         error = {"name": name, "value": value.format(timeout=timeout), "traceback": result.stderr}
-    events: list[dict[str, Any]] = []
-    events += [{"type": "stdout", "text": result.stdout, "timestamp": stamp}] if result.stdout else []
+    events: list[dict[str, Any]] = []  # stdout went as it was written (_run_streaming)
     events += [{"type": "stderr", "text": stderr, "timestamp": stamp}] if stderr else []
     events += [_result(bundle, i == result.display_value) for i, bundle in enumerate(result.display)]
     events += [{"type": "error", **error}] if error else []
