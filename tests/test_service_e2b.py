@@ -400,3 +400,28 @@ async def test_contexts_are_separate_namespaces(service: Service) -> None:
     await sandbox.remove_code_context(context)
     with pytest.raises(e2b.NotFoundException):
         await sandbox.run_code("1", context=context)
+
+
+async def test_javascript_contexts_keep_their_globals_and_stream(docker_client: Any) -> None:  # noqa: F811
+    from gem_sandbox.sandbox.backends.docker import images
+
+    polyglot = images.default_image("polyglot")
+    if polyglot is None:
+        pytest.skip("the polyglot image is not built: gem-sandbox images build --offline --profile polyglot")
+    async with serving("docker", polyglot, pool_options={"min_idle": 1, "max_size": 2}, e2b_compatible=True) as running:
+        sandbox = await CodeSandbox.create(**sdk(running))
+        first = await sandbox.run_code("let n = 40; console.log('set')", language="javascript")
+        assert (first.logs.stdout, first.text, first.error) == (["set\n"], None, None)
+        assert (await sandbox.run_code("n + 2", language="js")).text == "42"
+        assert (await sandbox.run_code("1 + 1")).text == "2"  # Python's default context, beside it
+        context = await sandbox.create_code_context(language="javascript", cwd="/tmp")
+        assert (await sandbox.run_code("typeof n + ' ' + process.cwd()", context=context)).text == "'undefined /tmp'"
+        failed = await sandbox.run_code("console.error('oops'); null.x", context=context)
+        assert failed.error is not None and failed.error.name == "TypeError" and failed.logs.stderr == ["oops\n"]
+        heard: list[float] = []
+        code = "(async () => { console.log('a'); await new Promise(r => setTimeout(r, 600)); console.log('b'); return 7 })()"
+        late = await sandbox.run_code(code, context=context, on_stdout=lambda _: heard.append(anyio.current_time()))
+        assert (late.text, late.logs.stdout) == ("7", ["a\n", "b\n"]) and heard[1] - heard[0] > 0.4
+        with pytest.raises(e2b.SandboxException, match="offers python, javascript"):
+            await sandbox.run_code("puts 1", language="ruby")
+

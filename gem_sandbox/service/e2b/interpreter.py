@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from gem_sandbox.runtime import LeasedSandbox
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service.e2b.envd import HOME, e2b_of, e2b_path, jupyter_tenant, local_path, sandbox_of
+from gem_sandbox.service.e2b.javascript import LANGUAGES, NodeContext
 from gem_sandbox.service.e2b.state import DEFAULT_CONTEXT, Context
 from gem_sandbox.service.e2b.wire import Endpoint, plain_error
 from gem_sandbox.service.errors import Problem
@@ -73,11 +74,16 @@ class ContextBody(BaseModel):
 
 async def execute(request: web.Request) -> web.StreamResponse:
     service, body = Service.of(request), await parse(request, ExecuteBody)
-    _python_only(body.language)
     state = e2b_of(request)
-    context = state.context(body.context_id or DEFAULT_CONTEXT)
     response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
     async with sandbox_of(request) as sandbox:
+        if body.context_id is not None:
+            context = state.context(body.context_id)
+        else:  # the language's default context
+            language = _language(body.language, sandbox)
+            context = state.contexts.setdefault(_default_id(language), Context(_default_id(language), language=language))
+        if context.language != "python":
+            return await _run_javascript(request, response, sandbox, context, body)
         await _ready(sandbox, context, state.env)
         saved = await _setup(sandbox, context, _set_env(body.env_vars)) if body.env_vars else None
         await response.prepare(request)
@@ -118,16 +124,49 @@ async def _run_streaming(
             )
 
 
+async def _run_javascript(
+    request: web.Request, response: web.StreamResponse, sandbox: LeasedSandbox, context: Context, body: ExecuteBody
+) -> web.StreamResponse:
+    """A cell of a JavaScript context (:mod:`.javascript`): its stdout as it comes, then its
+    stderr, its value as the main result or its error."""
+    service, state = Service.of(request), e2b_of(request)
+    if body.env_vars:
+        raise Problem(400, "bad_request", "a JavaScript cell takes no env_vars here: give the sandbox its envs")
+    if context.node is None or not context.node.alive:
+        context.node = await NodeContext.start(sandbox, {"HOME": HOME, **state.env}, e2b_path(context.cwd))
+    await response.prepare(request)
+
+    async def told(text: str) -> None:
+        await response.write(_line({"type": "stdout", "text": text, "timestamp": time.time_ns()}))
+
+    timeout = service.options.max_run_timeout
+    cell = await context.node.run(body.code, timeout, told)
+    context.executions += 1
+    events: list[dict[str, Any]] = [{"type": "stderr", "text": cell.stderr, "timestamp": time.time_ns()}] if cell.stderr else []
+    if cell.answer is None:
+        failure = f"the cell ran past the service's limit of {timeout:g} s, or its context's process ended"
+        events.append({"type": "error", "name": "TimeoutError", "value": failure, "traceback": cell.stderr})
+    elif "error" in cell.answer:
+        events.append({"type": "error", **cell.answer["error"]})
+    elif "text" in cell.answer:
+        events.append(_result({"text/plain": cell.answer["text"]}, main=True))
+    events += [{"type": "number_of_executions", "execution_count": context.executions}, {"type": "end_of_execution"}]
+    for event in events:
+        await response.write(_line(event))
+    await response.write_eof()
+    return response
+
+
 def _line(event: dict[str, Any]) -> bytes:
     return json.dumps(event).encode() + b"\n"
 
 
 async def create_context(request: web.Request) -> web.Response:
     body = await parse(request, ContextBody)
-    _python_only(body.language)
     async with sandbox_of(request) as sandbox:
+        language = _language(body.language, sandbox)
         cwd = local_path(body.cwd, sandbox) if body.cwd else "."
-    context = Context("ctx-" + secrets.token_hex(8), cwd)
+    context = Context("ctx-" + secrets.token_hex(8), cwd, language=language)
     e2b_of(request).contexts[context.id] = context
     return web.json_response(_describe(context))
 
@@ -141,7 +180,7 @@ async def remove_context(request: web.Request) -> web.Response:
     state = e2b_of(request)
     context = state.context(request.match_info["id"])
     async with sandbox_of(request) as sandbox:
-        await sandbox.kernel_restart(context.id)
+        await _restart(sandbox, context)
     del state.contexts[context.id]
     if context.id == DEFAULT_CONTEXT:
         state.contexts[DEFAULT_CONTEXT] = Context(DEFAULT_CONTEXT)
@@ -151,18 +190,37 @@ async def remove_context(request: web.Request) -> web.Response:
 async def restart_context(request: web.Request) -> web.Response:
     context = e2b_of(request).context(request.match_info["id"])
     async with sandbox_of(request) as sandbox:
-        await sandbox.kernel_restart(context.id)
+        await _restart(sandbox, context)
     context.ready, context.executions = False, 0
     return web.Response(status=204)
 
 
+async def _restart(sandbox: LeasedSandbox, context: Context) -> None:
+    """Drop a context's namespace: its kernel's, or its Node process."""
+    if context.node is not None:
+        await context.node.close()
+        context.node = None
+    else:
+        await sandbox.kernel_restart(context.id)
+
+
 def _describe(context: Context) -> dict[str, str]:
-    return {"id": context.id, "language": "python", "cwd": e2b_path(context.cwd)}
+    return {"id": context.id, "language": context.language, "cwd": e2b_path(context.cwd)}
 
 
-def _python_only(language: str | None) -> None:
-    if language not in (None, "python"):
-        raise Problem(400, "bad_request", f"only Python runs here (language={language!r}); use commands for the rest")
+def _language(asked: str | None, sandbox: LeasedSandbox) -> str:
+    """e2b's name of a context's language: Python (the default), or JavaScript where the
+    sandbox has Node (the polyglot image, a host with node)."""
+    if asked in (None, "python"):
+        return "python"
+    if asked in LANGUAGES and LANGUAGES[asked] in sandbox.hello.get("languages", ()):
+        return "javascript"
+    offered = ["python", *(["javascript"] if "nodejs" in sandbox.hello.get("languages", ()) else [])]
+    raise Problem(400, "bad_request", f"no {asked!r} contexts in this sandbox; it offers {', '.join(offered)} (use commands for the rest)")
+
+
+def _default_id(language: str) -> str:
+    return DEFAULT_CONTEXT if language == "python" else f"{DEFAULT_CONTEXT}-{language}"
 
 
 async def _ready(sandbox: LeasedSandbox, context: Context, env: dict[str, str]) -> None:

@@ -12,6 +12,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from gem_sandbox.sandbox.client import Process
+from gem_sandbox.service.e2b.javascript import NodeContext
 from gem_sandbox.service.errors import Problem
 
 DEFAULT_CONTEXT = "default"
@@ -26,6 +27,8 @@ class Context:
     cwd: str = "."  # work-dir relative
     executions: int = 0
     ready: bool = False  # its kernel has the sandbox's env and its cwd
+    language: str = "python"  # or "javascript"
+    node: NodeContext | None = None  # a JavaScript context's process, once started
 
 
 Event = tuple[dict[str, Any] | None, Problem | None]  # an envd event, or the error ending a stream
