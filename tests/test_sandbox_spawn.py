@@ -47,6 +47,25 @@ async def test_stdin_stays_open_for_writes_until_closed(sandbox: Sandbox) -> Non
     assert (await process.wait()).status is Status.OK
 
 
+async def test_a_program_on_a_pty_has_a_terminal_of_its_size(sandbox: Sandbox) -> None:  # noqa: F811
+    process = await sandbox.spawn(
+        "test -t 0 && test -t 1 && stty size && read line && echo got $line && stty size",
+        stdin_open=True,
+        pty=(24, 80),
+    )
+    seen = b""
+    async for _, data in process.output():
+        seen += data
+        if b"24 80" in seen:
+            break
+    await process.resize(30, 100)
+    await process.write("hi\n")  # the terminal echoes it, as terminals do
+    out, err = await collected(process)
+    result = await process.wait()
+    assert (result.status, result.exit_code, err) == (Status.OK, 0, b"")
+    assert (seen + out).replace(b"\r\n", b"\n").split(b"\n")[:4] == [b"24 80", b"hi", b"got hi", b"30 100"]
+
+
 async def test_a_signal_ends_it_as_killed(sandbox: Sandbox) -> None:  # noqa: F811
     process = await sandbox.spawn("sleep 30")
     await process.signal(signal.SIGKILL)

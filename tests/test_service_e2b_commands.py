@@ -101,6 +101,34 @@ async def test_runs_never_gain_privileges(sandbox: e2b.AsyncSandbox) -> None:
     assert sudo.value.exit_code != 0
 
 
+async def test_a_pty_is_a_terminal_that_takes_input_and_resizes(sandbox: e2b.AsyncSandbox) -> None:
+    seen = bytearray()
+    terminal = await sandbox.pty.create(e2b.PtySize(rows=24, cols=80), on_data=seen.extend)
+    await sandbox.pty.send_stdin(terminal.pid, b"stty size; echo $HOME\n")
+    with anyio.fail_after(10):
+        while b"24 80" not in seen:
+            await anyio.sleep(0.05)
+    await sandbox.pty.resize(terminal.pid, e2b.PtySize(rows=30, cols=100))
+    async with sandbox.pty.stream_input(terminal.pid) as typed:  # ordered input, as one stream
+        await typed.send(b"stty size; ")
+        await typed.send(b"exit 3\n")
+    with pytest.raises(e2b.CommandExitException) as ended:
+        await terminal.wait()
+    assert (ended.value.exit_code, b"30 100" in seen, b"/home/user" in seen) == (3, True, True)
+
+
+async def test_input_streams_in_order_to_a_commands_stdin(sandbox: e2b.AsyncSandbox) -> None:
+    handle = await sandbox.commands.run("cat", background=True, stdin=True)
+    async with sandbox.commands.stream_input(handle.pid) as typed:
+        for part in ("one ", "two ", "three"):
+            await typed.send(part)
+    await sandbox.commands.close_stdin(handle.pid)
+    assert (await handle.wait()).stdout == "one two three"
+    with pytest.raises(e2b.NotFoundException):
+        async with sandbox.commands.stream_input(handle.pid) as late:
+            await late.send("gone")
+
+
 async def test_files_written_are_seen_by_commands(sandbox: e2b.AsyncSandbox) -> None:
     await sandbox.files.write("/home/user/data.txt", "41")
     result = await sandbox.commands.run("echo $(( $(cat data.txt) + 1 ))", envs={"UNUSED": "1"})

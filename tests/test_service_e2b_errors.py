@@ -39,11 +39,6 @@ async def test_an_unserved_rest_route_raises_the_sdks_exception_saying_so(sandbo
     assert paused.value.status_code == 501
 
 
-async def test_an_unserved_rpc_raises_the_sdks_exception_saying_so(sandbox: e2b.AsyncSandbox) -> None:
-    with pytest.raises(e2b.SandboxException, match="UNIMPLEMENTED: .*not served by gem-sandbox"):
-        await sandbox.pty.create(e2b.PtySize(rows=24, cols=80), on_data=lambda data: None)
-
-
 async def test_a_served_routes_error_still_maps_to_the_sdks_exception(sandbox: e2b.AsyncSandbox) -> None:
     with pytest.raises(e2b.FileNotFoundException):
         await sandbox.files.read("/home/user/missing.txt")
@@ -76,7 +71,7 @@ async def test_a_wrong_method_on_an_e2b_path_answers_405_with_allow_in_e2bs_shap
 
 
 async def test_an_unserved_rpc_path_answers_a_connect_error(service: Service) -> None:
-    status, _, body = await raw(service, "POST", "/process.Process/StreamInput", json={})
+    status, _, body = await raw(service, "POST", "/filesystem.Filesystem/ComposeFiles", json={})
     assert (status, body["code"]) == (501, "unimplemented")
 
 

@@ -85,6 +85,10 @@ def prepared_child(fds, control_r):
 
 
 def _obey(orders):
+    if orders.get("tty"):  # its fds 0-2 are a pty's: make it the session's terminal
+        import termios
+
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     if orders["program"] == "kernel":
         pyexec.load_kernel_modules()
     _apply_rlimits(orders["rlimits"])

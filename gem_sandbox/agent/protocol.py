@@ -40,13 +40,16 @@ Operations (arguments -> response fields; payloads in brackets):
 ``shell`` session, command, timeout, limits -> result (cwd and exports persist per
     ``session``)
 ``shell_close`` session -> ``{}``
-``spawn`` language, code, stdin_open, timeout (None: none), env, cwd, limits [stdin] ->
-    ``run``'s result once the program ended, its output no longer in it; before that,
+``spawn`` language, code, stdin_open, timeout (None: none), env, cwd, limits, pty [stdin]
+    -> ``run``'s result once the program ended, its output no longer in it; before that,
     frames with the request's ``id`` and an ``event``: ``{"event": "started", "pid"}``,
-    then ``{"event": "output", "fd": 1 or 2}`` [bytes] as the program writes them
+    then ``{"event": "output", "fd": 1 or 2}`` [bytes] as the program writes them. With
+    ``pty`` (``[rows, cols]``) it runs on a pseudo-terminal of that size, its controlling
+    terminal: its stdin, stdout and stderr are the pty's, all its output comes as fd 1
 ``process_input`` process (a ``spawn``'s request id), eof [bytes] -> ``{}`` (the bytes go
     to its stdin, which ``eof`` closes; ``no_process`` once it ended)
 ``process_signal`` process, signal -> ``{}`` (sent to the program's process group)
+``process_resize`` process, rows, cols -> ``{}`` (its pty's new size)
 ``write_files`` dest [tar] -> ``{"written": [paths]}``
 ``read_files`` paths -> ``{"missing": [paths]}`` [tar]
 ``reset`` -> ``{"killed": n}`` (then verified: no user process, empty work and tmp dirs)

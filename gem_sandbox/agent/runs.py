@@ -73,7 +73,12 @@ class Runner(Part):
         """``run``, streamed through ``emit(fields, payload)`` (see :class:`Stream`)."""
         if header.get("shared"):
             raise Refused("bad_request", "a spawned program cannot be shared")
-        stream = Stream(self.processes, self.tenants, header["id"], emit, header.get("stdin_open"))
+        size = header.get("pty")
+        if size is not None and not (
+            isinstance(size, list) and len(size) == 2 and all(isinstance(n, int) and 0 < n < 1 << 16 for n in size)
+        ):
+            raise Refused("bad_request", "pty must be [rows, cols]")
+        stream = Stream(self.processes, self.tenants, header["id"], emit, header.get("stdin_open"), size)
         return await self._run(header, stdin, stream)
 
     def process(self, header):
@@ -158,8 +163,9 @@ class Runner(Part):
             if spare.done() and not spare.cancelled() and spare.exception() is None:
                 spare.result().discard()
 
-    async def _take_child(self):
-        spare, self.spare = self.spare, None
+    async def _take_child(self, size=None):
+        """A prepared child: the spare, or a new one (always, for a pty of ``size``)."""
+        spare, self.spare = (self.spare, None) if size is None else (None, self.spare)
         if spare is not None:
             try:
                 prepared = await spare
@@ -174,7 +180,7 @@ class Runner(Part):
         deadline = self.loop.time() + FORK_RETRY
         while True:
             try:
-                return await _Prepared.fork(self.loop, self.forker)
+                return await _Prepared.fork(self.loop, self.forker, size)
             except ForkFailed:
                 if self.loop.time() > deadline:
                     return None
@@ -222,7 +228,8 @@ class Runner(Part):
 
             return on_data
 
-        prepared = await self._take_child()
+        size = stream.size if stream else None
+        prepared = await self._take_child(size)
         if generation != self.generation:  # a reset came while the child was forked: a run
             if prepared is not None:  # of the last tenant never starts in the next one's time
                 prepared.discard()
@@ -240,11 +247,12 @@ class Runner(Part):
         ooms_before = self.oom.count()
         started = loop.time()
         cpu_limited = timeout is not None or limits.cpu_given
-        child.start(rlimits=limits.rlimits(cpu=cpu_limited), uid=tenant.uid, gid=tenant.gid, **orders)
+        rlimits = limits.rlimits(cpu=cpu_limited)
+        child.start(rlimits=rlimits, uid=tenant.uid, gid=tenant.gid, tty=size is not None, **orders)
         writer = PipeWriter(loop, prepared.stdin)
         writer.write(stdin or b"")
         if stream:
-            stream.started(child.pid, tenant, writer)
+            stream.started(child.pid, tenant, writer, prepared.stdout if size else None)
         else:
             writer.finish()
         try:
@@ -303,16 +311,17 @@ class Stream:
     through ``emit``, and its stdin, which ``process_input`` writes while it runs. It is in
     ``registry`` (the runner's ``processes``) from its start to its end."""
 
-    def __init__(self, registry, tenants, request_id, emit, stdin_open):
+    def __init__(self, registry, tenants, request_id, emit, stdin_open, size=None):
         self.registry = registry
         self.tenants = tenants
         self.id = request_id
         self.emit = emit
         self.stdin_open = bool(stdin_open)
-        self.pid = self.tenant = self.stdin = None
+        self.size = size  # [rows, cols] of the pty it runs on, if any
+        self.pid = self.tenant = self.stdin = self.tty = None
 
-    def started(self, pid, tenant, stdin):
-        self.pid, self.tenant, self.stdin = pid, tenant, stdin
+    def started(self, pid, tenant, stdin, tty=None):
+        self.pid, self.tenant, self.stdin, self.tty = pid, tenant, stdin, tty
         if not self.stdin_open:
             stdin.finish()
         self.registry[self.id] = self
@@ -326,6 +335,15 @@ class Stream:
             self.stdin.write(data)
             if eof:
                 self.stdin.finish()
+
+    def resize(self, rows, cols):
+        """Set its pty's size (the kernel tells the program with SIGWINCH)."""
+        if self.tty is None:
+            raise Refused("bad_request", "the program has no pty to resize")
+        try:
+            _set_size(self.tty, rows, cols)
+        except OSError:
+            pass  # its pty closed: it is ending
 
     async def signal(self, signum):
         """Signal the program's process group (it leads a session of its own)."""
@@ -343,12 +361,22 @@ class _Prepared:
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
 
     @classmethod
-    async def fork(cls, loop, forker):
-        ends = [os.pipe() for _ in range(3)]
-        (in_r, stdin), (stdout, out_w), (stderr, err_w) = ends
-        theirs = (in_r, out_w, err_w)
+    async def fork(cls, loop, forker, size=None):
+        """A child on three pipes, or with ``size`` ([rows, cols]) on a pty: its fds 0-2 are
+        the pty's, ours its master (output comes on "stdout"; "stderr" is an empty pipe)."""
+        if size is None:
+            ends = [os.pipe() for _ in range(3)]
+            (in_r, stdin), (stdout, out_w), (stderr, err_w) = ends
+            theirs, mapped = (in_r, out_w, err_w), {0: in_r, 1: out_w, 2: err_w}
+        else:
+            stdout, slave = os.openpty()
+            _set_size(stdout, *size)
+            stdin = os.dup(stdout)
+            stderr, err_w = os.pipe()
+            os.close(err_w)
+            theirs, mapped = (slave,), {0: slave, 1: slave, 2: slave}
         try:
-            child = await Child.fork(loop, forker, dict(enumerate(theirs)))
+            child = await Child.fork(loop, forker, mapped)
         except BaseException:
             for fd in (stdin, stdout, stderr):
                 os.close(fd)
@@ -364,3 +392,10 @@ class _Prepared:
         for fd in (self.stdin, self.stdout, self.stderr):
             os.close(fd)
 
+
+def _set_size(tty, rows, cols):
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(tty, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))

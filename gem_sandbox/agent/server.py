@@ -70,6 +70,7 @@ class Agent:
             "spawn": self.spawn,
             "process_input": self.process_input,
             "process_signal": self.process_signal,
+            "process_resize": self.process_resize,
             "kernel_exec": self.kernel_exec,
             "kernel_restart": self.kernel_restart,
             "shell": self.shell,
@@ -143,6 +144,13 @@ class Agent:
         if signum not in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL, signal.SIGHUP):
             raise Refused("bad_request", "signal must be SIGINT, SIGTERM, SIGKILL or SIGHUP's number")
         await self.runner.process(header).signal(signum)
+        return {}, b""
+
+    async def process_resize(self, header, payload):
+        rows, cols = header.get("rows"), header.get("cols")
+        if not all(isinstance(n, int) and 0 < n < 1 << 16 for n in (rows, cols)):
+            raise Refused("bad_request", "rows and cols must be positive integers")
+        self.runner.process(header).resize(rows, cols)
         return {}, b""
 
     async def kernel_exec(self, header, payload):

@@ -389,14 +389,19 @@ class Sandbox:
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         limits: RunLimits | None = None,
+        pty: tuple[int, int] | None = None,
     ) -> Process:
         """Start ``code`` as :meth:`run` would and return once it started: its output comes
         as it is written (:meth:`Process.output`), ``stdin_open`` keeps its stdin open for
         :meth:`Process.write`, and ``timeout`` None lets it run until it ends, is signalled
-        or the sandbox is reset. Its verdict (:meth:`Process.wait`) comes as a run's does.
-        A program that could not start at all is already ended when this returns."""
+        or the sandbox is reset. ``pty`` (rows, cols) runs it on a pseudo-terminal, all its
+        output on fd 1 (:meth:`Process.resize` changes the size). Its verdict
+        (:meth:`Process.wait`) comes as a run's does. A program that could not start at all
+        is already ended when this returns."""
         header, data = self._run_request(code, language, stdin, None, env, None, limits)
         header = dict(header, op="spawn", timeout=timeout, stdin_open=stdin_open)
+        if pty is not None:
+            header["pty"] = list(pty)
         request_id, frame = self._frame(header, data)
         process = self._processes[request_id] = Process(self, request_id, timeout)
         try:
@@ -577,6 +582,10 @@ class Process:
     async def signal(self, signum: int) -> None:
         """Signal the program's process group (SIGINT, SIGTERM, SIGKILL or SIGHUP)."""
         await self._control({"op": "process_signal", "process": self.id, "signal": int(signum)})
+
+    async def resize(self, rows: int, cols: int) -> None:
+        """Resize the pty it runs on (``spawn(pty=...)``); the program gets SIGWINCH."""
+        await self._control({"op": "process_resize", "process": self.id, "rows": rows, "cols": cols})
 
     async def wait(self) -> ExecResult:
         """Its result, once it ended; ``infra_error`` if the sandbox died first."""

@@ -82,17 +82,18 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     refusal = 504 if request.match_info.route.handler in _FUSION else 503
     claimed = CLAIM.set(Claim(tenant.name, _patience(request), refusal))
     try:
-        return await _admitted(request, handler, service, tenant)
+        return await _admitted(request, handler, service, tenant, streamed=endpoint is not None and endpoint.streamed)
     finally:
         CLAIM.reset(claimed)
 
 
 async def _admitted(
-    request: web.Request, handler: Handler, service: Service, tenant: Tenant
+    request: web.Request, handler: Handler, service: Service, tenant: Tenant, *, streamed: bool = False
 ) -> web.StreamResponse:
-    """The request within its token's quotas, once, as its idempotency key says."""
+    """The request within its token's quotas, once, as its idempotency key says. A
+    ``streamed`` body (a client stream) is left for the handler to read as it comes."""
     with tenant.admitted():
-        body = await _body(request, service)
+        body = b"" if streamed else await _body(request, service)
         key = request.headers.get(KEY_HEADER)
         if key is None or request.method not in _MUTATING:
             return await handler(request)

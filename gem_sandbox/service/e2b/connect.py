@@ -4,15 +4,16 @@
 Unary: the body is the bare JSON message, the answer too (:func:`message`, :func:`reply`);
 errors are :func:`~.wire.connect_error`. Server streaming: the request is one envelope
 (:func:`first_message`), the answer a run of envelopes (:func:`envelope`) closed by
-:func:`end_of_stream`, with the content type :data:`STREAM` exactly (the SDK refuses
+:func:`end_of_stream`; client streaming, the other way round (:func:`messages`), with the content type :data:`STREAM` exactly (the SDK refuses
 parameters on it). An envelope is one flag byte, the payload's length as 4 big-endian bytes,
 then the payload.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -44,6 +45,27 @@ async def first_message(request: web.Request) -> dict[str, Any]:
     if body[0] & 0x01 or len(body) < _PREFIX + length:
         raise _invalid("the request's envelope is compressed or cut short")
     return _decode(body[_PREFIX : _PREFIX + length])
+
+
+async def messages(request: web.Request, limit: int) -> AsyncIterator[dict[str, Any]]:
+    """The messages of a client-streaming request, each as its envelope arrives, to the
+    end of the body (or an end-of-stream envelope); 413 for one over ``limit`` bytes."""
+    while True:
+        try:
+            prefix = await request.content.readexactly(_PREFIX)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                raise _invalid("the request ends inside an envelope") from None
+            return
+        if prefix[0] & 0x01:
+            raise _invalid("compressed envelopes are not served")
+        length = int.from_bytes(prefix[1:], "big")
+        if length > limit:
+            raise Problem(413, "resource_exhausted", f"a message of {length} bytes is over the service's limit of {limit}")
+        payload = await request.content.readexactly(length)
+        if prefix[0] & END_OF_STREAM:
+            return
+        yield _decode(payload)
 
 
 def envelope(answer: Mapping[str, Any], flags: int = MESSAGE) -> bytes:

@@ -131,9 +131,10 @@ async def health(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-def rpc(service: str, method: str, handler: Handler) -> Endpoint:
-    """An envd Connect RPC, ``POST /<service>/<method>``: the sandbox's token, Connect errors."""
-    return Endpoint("POST", f"/{service}/{method}", handler, envd_tenant, connect_error)
+def rpc(service: str, method: str, handler: Handler, *, streamed: bool = False) -> Endpoint:
+    """An envd Connect RPC, ``POST /<service>/<method>``: the sandbox's token, Connect errors
+    (``streamed``: a client-streaming one)."""
+    return Endpoint("POST", f"/{service}/{method}", handler, envd_tenant, connect_error, streamed)
 
 
 def _authorize(request: web.Request, service: Service, headers: Sequence[str]) -> Tenant:

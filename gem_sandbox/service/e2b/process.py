@@ -1,5 +1,6 @@
 """envd's ``process.Process`` RPCs: the SDK's ``commands.run`` (foreground and background),
-``commands.connect``, ``commands.kill``, ``send_stdin``, ``close_stdin`` and ``commands.list``.
+``commands.connect``, ``commands.kill``, ``send_stdin``, ``close_stdin``, ``commands.list``
+and its PTYs (``pty.create``, ``send_stdin``, ``resize``, ``kill``).
 
 ``Start`` spawns the command in the sandbox (:meth:`Sandbox.spawn`: a run whose output
 streams and whose stdin may stay open) and answers a Connect stream: a ``start`` event with
@@ -8,7 +9,9 @@ seconds of silence (the SDK's reads time out after 60), then the ``end`` event. 
 the agent's verdict on the command: its exit code and how it ended, whatever it printed; a
 command past its deadline ends the stream with ``deadline_exceeded``, as envd does. The
 command's output is read by a task of the service (:func:`_follow`), not by the stream, so a
-client that goes away leaves the command running, and ``Connect`` streams it again.
+client that goes away leaves the command running, and ``Connect`` streams it again. A
+``Start`` with ``pty`` runs the command on a pseudo-terminal of the agent's (``spawn(pty=)``):
+its output comes as ``pty`` data, input goes to the terminal, ``Update`` resizes it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from gem_sandbox.service import codec
 from gem_sandbox.service.e2b import connect
 from gem_sandbox.service.e2b.envd import HOME, e2b_of, e2b_path, local_path, rpc, sandbox_gone, sandbox_of
 from gem_sandbox.service.e2b.state import Command, E2bSandbox, Event
-from gem_sandbox.service.e2b.wire import unserved
 from gem_sandbox.service.errors import Problem
 from gem_sandbox.service.state import Service
 
@@ -40,8 +42,7 @@ SIGNALS = {"SIGNAL_SIGKILL": signal.SIGKILL, "SIGNAL_SIGTERM": signal.SIGTERM, 9
 
 async def start(request: web.Request) -> web.StreamResponse:
     message = await connect.first_message(request)
-    if message.get("pty"):
-        raise unserved("a PTY (process.Process/Start with pty)", enabled=True)
+    size = _size(message["pty"]) if message.get("pty") is not None else None
     config = message.get("process") or {}
     keepalive = seconds(request.headers.get(KEEPALIVE_HEADER), DEFAULT_KEEPALIVE)
     timeout_ms = request.headers.get(TIMEOUT_HEADER)
@@ -49,14 +50,15 @@ async def start(request: web.Request) -> web.StreamResponse:
     state = e2b_of(request)
     async with sandbox_of(request) as sandbox:
         code = _command_line(config, sandbox)
-        process = await sandbox.spawn(
+        process = await sandbox.spawn(  # type: ignore[attr-defined]
             code,
             "bash",
-            stdin_open=bool(message.get("stdin")),
+            stdin_open=bool(message.get("stdin")) or size is not None,
             timeout=timeout or None,
             env={"HOME": HOME, **state.env, **_strings(config.get("envs"))},
+            pty=size,
         )
-        command = Command(process, config, message.get("tag"))
+        command = Command(process, config, message.get("tag"), pty=size is not None)
         events = command.listen()
         if process.pid is not None:
             state.commands[process.pid] = command
@@ -66,13 +68,9 @@ async def start(request: web.Request) -> web.StreamResponse:
 
 async def connect_to(request: web.Request) -> web.StreamResponse:
     """``commands.connect``: a new stream of a running command, from its next output on."""
-    message = await connect.first_message(request)
-    pid = ((message.get("process") or {}).get("pid"))
-    command = e2b_of(request).commands.get(pid) if isinstance(pid, int) else None
-    if command is None or not command.process.running:
-        raise Problem(404, "not_found", f"process with pid {pid} not found")
+    command = _command(request, await connect.first_message(request))
     keepalive = seconds(request.headers.get(KEEPALIVE_HEADER), DEFAULT_KEEPALIVE)
-    return await _stream(request, pid, command.listen(), keepalive)
+    return await _stream(request, command.process.pid, command.listen(), keepalive)
 
 
 async def send_signal(request: web.Request) -> web.Response:
@@ -86,8 +84,40 @@ async def send_signal(request: web.Request) -> web.Response:
 
 async def send_input(request: web.Request) -> web.Response:
     message = await connect.message(request)
-    data = codec.decode(((message.get("input") or {}).get("stdin")) or "", "input.stdin")
+    given = message.get("input") or {}
+    data = codec.decode(given.get("pty") or given.get("stdin") or "", "input")
     await _control(request, message, lambda process: process.write(data))
+    return connect.reply({})
+
+
+async def stream_input(request: web.Request) -> web.StreamResponse:
+    """The SDK's ``stream_input`` handles: a ``start`` naming the process, then its ``data``
+    (stdin or pty input) in order, with keepalives, as one client stream."""
+    command = None
+    async for message in connect.messages(request, Service.of(request).options.max_body_bytes):
+        if "start" in message:
+            command = _command(request, message["start"])
+        elif "data" in message:
+            if command is None:
+                raise Problem(400, "invalid_argument", "a stream of input starts with the process it is for")
+            given = message["data"].get("input") or {}
+            data = codec.decode(given.get("pty") or given.get("stdin") or "", "input")
+            try:
+                await command.process.write(data)
+            except ProcessEnded:
+                raise Problem(404, "not_found", "the process ended") from None
+    response = web.StreamResponse(headers={"Content-Type": connect.STREAM})
+    await response.prepare(request)
+    await response.write(connect.envelope({}) + connect.end_of_stream())
+    await response.write_eof()
+    return response
+
+
+async def update(request: web.Request) -> web.Response:
+    """A PTY's new size (the SDK's ``pty.resize``)."""
+    message = await connect.message(request)
+    rows, cols = _size(message.get("pty") or {})
+    await _control(request, message, lambda process: process.resize(rows, cols))
     return connect.reply({})
 
 
@@ -116,7 +146,8 @@ async def _follow(command: Command, state: E2bSandbox, gone: Callable[[], bool])
     try:
         while (chunk := await process.next_output()) is not None:
             fd, data = chunk
-            command.tell((_event("data", {"stdout" if fd == 1 else "stderr": codec.encode(data)}), None))
+            stream = "pty" if command.pty else "stdout" if fd == 1 else "stderr"
+            command.tell((_event("data", {stream: codec.encode(data)}), None))
         result = await process.wait()
         if gone():
             command.tell((None, Problem(502, "unavailable", "the connection to the sandbox ended before the stream completed")))
@@ -174,17 +205,22 @@ def _end(result: ExecResult) -> dict[str, Any]:
     return {"exitCode": -1, "status": status, "error": status}
 
 
-async def _control(request: web.Request, message: dict[str, Any], action: Any) -> None:
-    """``action`` on the running command the message's ``process.pid`` names; not_found when
-    there is none (the SDK's kill then answers False)."""
-    pid = ((message.get("process") or {}).get("pid"))
+def _command(request: web.Request, message: dict[str, Any]) -> Command:
+    """The running command the message's ``process.pid`` names; not_found when there is
+    none (the SDK's kill then answers False)."""
+    pid = (message.get("process") or {}).get("pid")
     command = e2b_of(request).commands.get(pid) if isinstance(pid, int) else None
     if command is None or not command.process.running:
         raise Problem(404, "not_found", f"process with pid {pid} not found")
+    return command
+
+
+async def _control(request: web.Request, message: dict[str, Any], action: Any) -> None:
+    """``action`` on the running command the message names."""
     try:
-        await action(command.process)
+        await action(_command(request, message).process)
     except ProcessEnded:
-        raise Problem(404, "not_found", f"process with pid {pid} not found") from None
+        raise Problem(404, "not_found", "the process ended") from None
 
 
 def _command_line(config: dict[str, Any], sandbox: Any) -> str:
@@ -200,6 +236,15 @@ def _command_line(config: dict[str, Any], sandbox: Any) -> str:
         code = shlex.join([cmd, *args])
     cwd = e2b_path(local_path(config.get("cwd") or HOME, sandbox))
     return f"cd -- {shlex.quote(cwd)} && {code}"
+
+
+def _size(pty: dict[str, Any]) -> tuple[int, int]:
+    """(rows, cols) of envd's ``PTY`` message."""
+    size = pty.get("size") or {}
+    rows, cols = size.get("rows", 24), size.get("cols", 80)
+    if not all(isinstance(n, int) and 0 < n < 1 << 16 for n in (rows, cols)):
+        raise Problem(400, "invalid_argument", f"pty.size must be positive rows and cols, got {size!r}")
+    return rows, cols
 
 
 def _event(kind: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -223,5 +268,7 @@ ROUTES = (
     rpc("process.Process", "SendSignal", send_signal),
     rpc("process.Process", "SendInput", send_input),
     rpc("process.Process", "CloseStdin", close_stdin),
+    rpc("process.Process", "Update", update),
+    rpc("process.Process", "StreamInput", stream_input, streamed=True),
     rpc("process.Process", "List", list_processes),
 )

@@ -43,6 +43,7 @@ class Command:
     process: Process
     config: dict[str, Any]
     tag: str | None
+    pty: bool = False  # it runs on a pty: its output is the pty's
     listeners: set[MemoryObjectSendStream[Event]] = field(default_factory=set)
 
     def listen(self) -> MemoryObjectReceiveStream[Event]:

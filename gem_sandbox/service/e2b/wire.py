@@ -59,6 +59,7 @@ class Endpoint:
     handler: Handler
     tenant: Authenticate
     render: Render
+    streamed: bool = False  # its body is a client stream, read by the handler as it comes
 
 
 def plain_error(problem: Problem) -> web.Response:
