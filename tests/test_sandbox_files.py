@@ -11,7 +11,7 @@ import pytest
 from gem_sandbox.agent import files
 from gem_sandbox.agent.protocol import Refused
 from gem_sandbox.sandbox.client import Sandbox
-from gem_sandbox.sandbox.errors import FileTransferError, UnsafePath
+from gem_sandbox.sandbox.errors import AgentError, FileTransferError, UnsafePath
 from gem_sandbox.sandbox.result import Status
 from tests.sandbox_fixtures import HOST_BACKENDS, sandbox  # noqa: F401  (fixture)
 
@@ -36,6 +36,18 @@ async def test_e2b_home_dir_is_the_work_dir(sandbox: Sandbox):
     await sandbox.write_files({"note.txt": "hi\n"})
     result = await sandbox.run("cat /home/user/note.txt && cd /home/user && pwd && touch made && ls /work", "bash")
     assert result.stdout.split() == ["hi", "/home/user", "made", "note.txt"]
+
+
+async def test_written_files_can_carry_user_extended_attributes(sandbox: Sandbox):
+    show = "import os; print(sorted((n, os.getxattr('f.txt', n)) for n in os.listxattr('f.txt')))"
+    await sandbox.write_files({"f.txt": "1"}, xattrs={"user.a": "x", "user.b": "y"})
+    assert (await sandbox.run(show)).stdout == "[('user.a', b'x'), ('user.b', b'y')]\n"
+    await sandbox.write_files({"f.txt": "2"})  # None: left as they are
+    assert (await sandbox.run(show)).stdout == "[('user.a', b'x'), ('user.b', b'y')]\n"
+    await sandbox.write_files({"f.txt": "3"}, xattrs={"user.b": "z"})  # the others go
+    assert (await sandbox.run(show)).stdout == "[('user.b', b'z')]\n"
+    with pytest.raises(AgentError, match="user"):
+        await sandbox.write_files({"f.txt": "4"}, xattrs={"trusted.x": "no"})
 
 
 async def test_executables_and_empty_directories_are_written_as_named(sandbox: Sandbox):

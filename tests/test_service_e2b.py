@@ -312,6 +312,21 @@ async def test_the_sync_sdk_polls_a_watcher(service: Service) -> None:
     assert ("polled.txt", e2b.FilesystemEventType.CREATE) in await anyio.to_thread.run_sync(session)
 
 
+async def test_file_metadata_lives_in_extended_attributes(service: Service) -> None:
+    sandbox = await e2b.AsyncSandbox.create(**sdk(service))
+    written = await sandbox.files.write("tagged.txt", "x", metadata={"Author": "ann", "stage": "raw"})
+    assert written.metadata == {"author": "ann", "stage": "raw"}
+    assert (await sandbox.files.get_info("tagged.txt")).metadata == {"author": "ann", "stage": "raw"}
+    assert [e.metadata for e in await sandbox.files.list(".") if e.name == "tagged.txt"] == [{"author": "ann", "stage": "raw"}]
+    assert (await sandbox.files.rename("tagged.txt", "moved.txt")).metadata == {"author": "ann", "stage": "raw"}
+    await sandbox.files.write("moved.txt", "y")  # an overwrite without metadata drops it
+    assert (await sandbox.files.get_info("moved.txt")).metadata is None
+    await sandbox.commands.run("""python3 -c "import os; os.setxattr('moved.txt', 'user.e2b.by', b'hand')" """)
+    assert (await sandbox.files.get_info("moved.txt")).metadata == {"by": "hand"}
+    await sandbox.files.write("/tmp/out.txt", "z", metadata={"k": "v"})
+    assert (await sandbox.files.get_info("/tmp/out.txt")).metadata == {"k": "v"}
+
+
 async def test_signed_urls_need_no_token_and_expire(service: Service) -> None:
     sandbox = await e2b.AsyncSandbox.create(**sdk(service))
     async with aiohttp.ClientSession() as browser:  # no headers, as a browser or curl sends

@@ -18,17 +18,23 @@ MAX_READ_BYTES = 32 * 1024 * 1024
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def write_tar(root, dest, data, gid):
+def write_tar(root, dest, data, gid, xattrs=None):
     """Unpack a tar stream under ``root/dest``; returns the paths written. Every member and
-    every existing path on the way is checked before anything is written."""
+    every existing path on the way is checked before anything is written. ``xattrs``
+    (``{name: value}``, names in the ``user.`` namespace) become each written file's
+    ``user.*`` extended attributes, any others it had removed; None leaves them alone."""
     base = split_path(dest) if dest not in ("", ".") else []
+    if xattrs is not None and not all(
+        isinstance(k, str) and k.startswith("user.") and isinstance(v, str) for k, v in xattrs.items()
+    ):
+        raise Refused("bad_request", "xattrs must map user.* names to strings")
     try:
-        return _unpack(root, base, data, gid)
+        return _unpack(root, base, data, gid, xattrs)
     except tarfile.TarError as exc:
         raise Refused("bad_request", "not a valid uncompressed tar stream: %s" % exc) from None
 
 
-def _unpack(root, base, data, gid):
+def _unpack(root, base, data, gid, xattrs):
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
         plan = []
         for member in tar.getmembers():
@@ -51,7 +57,7 @@ def _unpack(root, base, data, gid):
             for parts, member in plan:
                 _check_target(root_fd, parts, member.isdir())
             for parts, member in plan:
-                _write_member(root_fd, parts, member, tar, gid)
+                _write_member(root_fd, parts, member, tar, gid, xattrs)
         except OSError as exc:
             raise Refused("file_error", "writing files failed: %s" % exc) from None
         finally:
@@ -140,7 +146,7 @@ def _check_target(root_fd, parts, is_dir):
         raise Refused("unsafe_path", "%r exists and is a link or another kind of file" % path)
 
 
-def _write_member(root_fd, parts, member, tar, gid):
+def _write_member(root_fd, parts, member, tar, gid, xattrs):
     path = "/".join(parts)
     parent = _walk(root_fd, parts[:-1], path, create=True, gid=gid)
     try:
@@ -169,6 +175,12 @@ def _write_member(root_fd, parts, member, tar, gid):
                 view = view[os.write(fd, view) :]
             os.fchmod(fd, 0o775 if member.mode & 0o111 else 0o664)
             _share(fd, gid)
+            if xattrs is not None:
+                for name in os.listxattr(fd):
+                    if name.startswith("user.") and name not in xattrs:
+                        os.removexattr(fd, name)
+                for name, value in xattrs.items():
+                    os.setxattr(fd, name, value.encode())
         finally:
             os.close(fd)
     finally:

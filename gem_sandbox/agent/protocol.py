@@ -50,7 +50,8 @@ Operations (arguments -> response fields; payloads in brackets):
     to its stdin, which ``eof`` closes; ``no_process`` once it ended)
 ``process_signal`` process, signal -> ``{}`` (sent to the program's process group)
 ``process_resize`` process, rows, cols -> ``{}`` (its pty's new size)
-``write_files`` dest [tar] -> ``{"written": [paths]}``
+``write_files`` dest, xattrs [tar] -> ``{"written": [paths]}`` (``xattrs``, when given: each
+    written file's ``user.*`` extended attributes, the others removed)
 ``read_files`` paths -> ``{"missing": [paths]}`` [tar]
 ``reset`` -> ``{"killed": n}`` (then verified: no user process, empty work and tmp dirs)
 ``stats`` -> ``{"processes": n, "kernels": [names], "shells": [names], "runs_total",

@@ -184,7 +184,7 @@ class Agent:
 
     async def write_files(self, header, payload):
         written = files.write_tar(
-            self.workspace.workdir, header.get("dest", "."), payload, self.tenants.gid
+            self.workspace.workdir, header.get("dest", "."), payload, self.tenants.gid, header.get("xattrs")
         )
         return {"written": written}, b""
 

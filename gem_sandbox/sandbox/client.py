@@ -470,13 +470,19 @@ class Sandbox:
         dest: str = ".",
         executable: Collection[str] = (),
         directories: Collection[str] = (),
+        xattrs: Mapping[str, str] | None = None,
     ) -> None:
         """Write files under ``dest`` in the work dir (paths relative to it); those named in
-        ``executable`` can be run; ``directories`` are made too, even if no file goes in them."""
+        ``executable`` can be run; ``directories`` are made too, even if no file goes in them.
+        ``xattrs`` (``user.*`` names) become each file's extended attributes, replacing the
+        ``user.*`` ones it had."""
         if dest not in ("", "."):
             transfer.check_path(dest)
         archive = await transfer.pack(files, executable, directories)
-        await self._request({"op": "write_files", "dest": dest}, archive, wait=CONTROL_TIMEOUT)
+        header: dict[str, Any] = {"op": "write_files", "dest": dest}
+        if xattrs is not None:
+            header["xattrs"] = dict(xattrs)
+        await self._request(header, archive, wait=CONTROL_TIMEOUT)
 
     async def read_files(self, paths: Sequence[str]) -> dict[str, bytes]:
         """The contents of files in the work dir, by path."""

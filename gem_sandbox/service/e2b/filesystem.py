@@ -32,6 +32,8 @@ _STATUS = {"not_found": 404, "already_exists": 409, "invalid_argument": 400, "pe
 _SCRIPT = r"""
 import base64, grp, json, os, pwd, shutil, stat, sys
 
+PREFIX = "user.e2b."
+
 
 def name(lookup, number):
     try:
@@ -53,7 +55,24 @@ def entry(path):
         "size": st.st_size, "mode": st.st_mode & 0o7777, "permissions": stat.filemode(st.st_mode),
         "owner": name(pwd.getpwuid, st.st_uid), "group": name(grp.getgrgid, st.st_gid),
         "mtime": st.st_mtime, "target": os.path.realpath(path) if link else None, "link": link,
+        "metadata": stored_metadata(path),
     }
+
+
+def stored_metadata(path):  # e2b's: the user.e2b.* extended attributes
+    try:
+        names = [n for n in os.listxattr(path) if n.startswith(PREFIX)]
+        return {n[len(PREFIX):]: os.getxattr(path, n).decode("utf-8", "replace") for n in names}
+    except OSError:
+        return {}
+
+
+def set_metadata(fd, given):
+    for n in os.listxattr(fd):
+        if n.startswith(PREFIX) and n[len(PREFIX):] not in given:
+            os.removexattr(fd, n)
+    for key, value in given.items():
+        os.setxattr(fd, PREFIX + key, value.encode())
 
 
 def listing(path, depth):
@@ -72,7 +91,7 @@ def listing(path, depth):
     return {"entries": entries}
 
 
-def answer(op, path, depth=1, destination=None, data=None):
+def answer(op, path, depth=1, destination=None, data=None, metadata=None):
     if op == "read":  # a regular file only: a device or fifo could answer forever
         with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
@@ -83,6 +102,7 @@ def answer(op, path, depth=1, destination=None, data=None):
             os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
+            set_metadata(f.fileno(), metadata or {})
         return {"entry": entry(path)}
     if op == "stat":
         return {"entry": entry(path)}
@@ -208,7 +228,9 @@ def _entry_info(entry: dict[str, Any]) -> dict[str, Any]:
         "modifiedTime": datetime.fromtimestamp(entry["mtime"], UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     if entry["target"] is not None:
-        info["symlinkTarget"] = entry["target"]
+        info["symlinkTarget"] = entry["target"]  # no isSymlink: the SDK would call it SYMLINK
+    if entry["metadata"]:
+        info["metadata"] = entry["metadata"]
     return info
 
 
