@@ -146,10 +146,10 @@ async def _run_javascript(
     if cell.answer is None:
         failure = f"the cell ran past the service's limit of {timeout:g} s, or its context's process ended"
         events.append({"type": "error", "name": "TimeoutError", "value": failure, "traceback": cell.stderr})
-    elif "error" in cell.answer:
-        events.append({"type": "error", **cell.answer["error"]})
+    elif isinstance(error := cell.answer.get("error"), dict):
+        events.append({"type": "error", **{key: str(error.get(key, "")) for key in ("name", "value", "traceback")}})
     elif "text" in cell.answer:
-        events.append(_result({"text/plain": cell.answer["text"]}, main=True))
+        events.append(_result({"text/plain": str(cell.answer["text"])}, main=True))
     events += [{"type": "number_of_executions", "execution_count": context.executions}, {"type": "end_of_execution"}]
     for event in events:
         await response.write(_line(event))

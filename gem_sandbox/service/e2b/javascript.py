@@ -29,7 +29,7 @@ from gem_sandbox.sandbox.errors import ProcessEnded
 
 LANGUAGES = {"javascript": "nodejs", "js": "nodejs"}  # e2b's names -> the agent's language
 
-DRIVER = r"""
+DRIVER = r"""(() => {  // a function's scope: cells run in the global one and cannot see MARK
 const vm = require('vm'), util = require('util');
 const MARK = process.env.GEM_MARK;
 delete process.env.GEM_MARK;
@@ -61,6 +61,7 @@ async function run(code) {
   await written(process.stderr, MARK + '\n');
   await written(process.stdout, MARK + ' ' + JSON.stringify(answer) + '\n');
 }
+})();
 """
 
 
@@ -116,7 +117,7 @@ class NodeContext:
                     told = safe
                 if end >= 0 and cell.answer is None and (line_end := self.out.find(b"\n", end)) >= 0:
                     cell.stdout = self.out[:end].decode(errors="replace")
-                    cell.answer = json.loads(self.out[end + len(self.mark) : line_end])
+                    cell.answer = _answer(self.out[end + len(self.mark) : line_end])
                     del self.out[: line_end + 1]
         if cell.answer is None or self.mark not in self.err:
             await self.close()
@@ -139,3 +140,12 @@ def _partial_mark(data: bytearray, mark: bytes) -> int:
     """How many of ``data``'s last bytes may be the start of ``mark`` (held back until the
     next output tells)."""
     return next((k for k in range(min(len(mark) - 1, len(data)), 0, -1) if data.endswith(mark[:k])), 0)
+
+
+def _answer(line: bytes) -> dict[str, Any]:
+    """The driver's JSON after a mark; ``{}`` for anything else (never trusted further)."""
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        return {}
+    return answer if isinstance(answer, dict) else {}

@@ -48,9 +48,12 @@ async def get_metrics(request: web.Request) -> web.Response:
     start, end = _bound(request, "start", 0.0), _bound(request, "end", math.inf)
     async with service.leases.using(lease.tenant, lease.id) as sandbox:
         result = await sandbox.run(_SCRIPT, "python", timeout=RUN_TIMEOUT)
-    if result.status is not Status.OK:
+    try:
+        reading = json.loads(result.stdout) if result.status is Status.OK else None
+    except ValueError:
+        reading = None
+    if not isinstance(reading, dict):
         raise Problem(503, "unavailable", f"the sandbox's metrics could not be read ({result.status.value})")
-    reading = json.loads(result.stdout)
     spec, samples = service.runtime.config.spec, lease.e2b.samples  # type: ignore[union-attr]
     cpus = max(1, math.ceil(spec.cpus))
     now = time.time()

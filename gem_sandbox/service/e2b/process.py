@@ -16,6 +16,7 @@ its output comes as ``pty`` data, input goes to the terminal, ``Update`` resizes
 
 from __future__ import annotations
 
+import logging
 import shlex
 import signal
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from gem_sandbox.service.state import Service
 KEEPALIVE_HEADER = "Keepalive-Ping-Interval"
 TIMEOUT_HEADER = "connect-timeout-ms"
 DEFAULT_KEEPALIVE = 50.0
+log = logging.getLogger(__name__)
 SIGNALS = {"SIGNAL_SIGKILL": signal.SIGKILL, "SIGNAL_SIGTERM": signal.SIGTERM, 9: signal.SIGKILL, 15: signal.SIGTERM}
 
 
@@ -157,6 +159,9 @@ async def _follow(command: Command, state: E2bSandbox, gone: Callable[[], bool])
             command.tell((None, Problem(502, "unavailable", result.stderr.strip())))
         else:
             command.tell((_event("end", _end(result)), None))
+    except Exception:  # a task of the service's: a bug here must not take the service down
+        log.exception("following command %s failed", process.pid)
+        command.tell((None, Problem(500, "internal", "following the command failed; see the service's log")))
     finally:
         command.close()
         if state.commands.get(process.pid or -1) is command:
@@ -200,7 +205,10 @@ def _end(result: ExecResult) -> dict[str, Any]:
         if result.exit_code:
             end.update(exitCode=result.exit_code, error=end["status"])
         return end
-    name = signal.Signals(result.signal).name.lower().removeprefix("sig") if result.signal else result.status.value
+    try:
+        name = signal.Signals(result.signal).name.lower().removeprefix("sig") if result.signal else result.status.value
+    except ValueError:  # a real-time signal has no name
+        name = str(result.signal)
     status = "signal: killed" if result.signal == signal.SIGKILL else f"signal: {name}"
     return {"exitCode": -1, "status": status, "error": status}
 

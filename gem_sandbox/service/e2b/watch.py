@@ -11,6 +11,7 @@ into e2b's events. It ends when its stream does, when it is removed, or with the
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import signal
 from collections.abc import AsyncIterator
@@ -28,6 +29,7 @@ from gem_sandbox.service.e2b.state import Watcher
 from gem_sandbox.service.errors import Problem
 from gem_sandbox.service.state import Service
 
+log = logging.getLogger(__name__)
 MAX_PENDING = 10_000  # events a polled watcher keeps between polls; older ones are dropped
 _STATUS = {"not_found": 404, "invalid_argument": 400, "permission_denied": 403}
 
@@ -118,6 +120,8 @@ async def create_watcher(request: web.Request) -> web.Response:
         try:
             async for line in lines:
                 watcher.events = [*watcher.events[1 - MAX_PENDING :], line]
+        except Exception:  # a bug here must not take the service down
+            log.exception("watcher %s failed", watcher_id)
         finally:
             del state.watchers[watcher_id]
             await _stop(process)
@@ -167,7 +171,12 @@ async def _lines(process: Process) -> AsyncIterator[dict[str, Any]]:
         buffer += data if fd == 1 else b""
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
-            yield json.loads(line)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # not the watcher's: nothing else writes there, but never trust it
+            if isinstance(event, dict):
+                yield event
 
 
 async def _stop(process: Process) -> None:
