@@ -9,7 +9,8 @@ import signal
 import anyio
 import pytest
 
-from gem_sandbox.sandbox.client import Process, Sandbox
+from gem_sandbox.sandbox.client import Sandbox
+from gem_sandbox.sandbox.spawned import Process
 from gem_sandbox.sandbox.errors import ProcessEnded, UnsupportedLanguage
 from gem_sandbox.sandbox.result import Status
 from tests.sandbox_fixtures import sandbox  # noqa: F401 - the fixture

@@ -12,6 +12,7 @@ DEFAULT_RUN_TIMEOUT = 10.0
 #: Seconds past a request's own deadline that the host waits for the agent before declaring it
 #: dead (a run's answer needs time to arrive after its kill).
 DEFAULT_GRACE = 5.0
+CONTROL_TIMEOUT = 30.0  # seconds for requests that run no user code (files, stats, restarts)
 
 
 @dataclass(frozen=True, slots=True)

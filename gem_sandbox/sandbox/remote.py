@@ -38,7 +38,7 @@ from tenacity import (
 )
 
 from gem_sandbox.agent.protocol import text_bytes
-from gem_sandbox.sandbox.client import CONTROL_TIMEOUT
+from gem_sandbox.sandbox.limits import CONTROL_TIMEOUT
 from gem_sandbox.sandbox.errors import (
     BackendNotAvailable,
     FileTransferError,

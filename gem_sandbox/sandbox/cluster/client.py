@@ -32,7 +32,7 @@ import anyio.to_thread
 import ray
 from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 
-from gem_sandbox.sandbox.client import CONTROL_TIMEOUT
+from gem_sandbox.sandbox.limits import CONTROL_TIMEOUT
 from gem_sandbox.sandbox.cluster import placement
 from gem_sandbox.sandbox.errors import (
     BackendNotAvailable,

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 
 from gem_sandbox.runtime import LeasedSandbox
-from gem_sandbox.sandbox.client import Process
+from gem_sandbox.sandbox.spawned import Process
 from gem_sandbox.sandbox.errors import ProcessEnded
 
 LANGUAGES = {"javascript": "nodejs", "js": "nodejs"}  # e2b's names -> the agent's language

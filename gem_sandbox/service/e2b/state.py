@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from gem_sandbox.sandbox.client import Process
+from gem_sandbox.sandbox.spawned import Process
 from gem_sandbox.service.e2b.javascript import NodeContext
 from gem_sandbox.service.errors import Problem
 

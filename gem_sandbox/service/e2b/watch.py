@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from aiohttp import web
 
-from gem_sandbox.sandbox.client import Process
+from gem_sandbox.sandbox.spawned import Process
 from gem_sandbox.sandbox.errors import ProcessEnded
 from gem_sandbox.service.e2b import connect
 from gem_sandbox.service.e2b.envd import e2b_of, local_path, rpc, sandbox_of
