@@ -10,11 +10,18 @@ missing framework included: an adapter must never pass untested.
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
 REQUIRE_DOCKER = os.environ.get("GEM_SANDBOX_REQUIRE_DOCKER") == "1"
 REQUIRE_TRAINERS = os.environ.get("GEM_SANDBOX_REQUIRE_TRAINERS") == "1"
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # Started in the background (`cmd &` in a script), the suite inherits SIGINT ignored, and
+    # so would every process it starts: the Ctrl-C tests (tests/test_exits.py, the reaping
+    # ones) would then send a signal their processes never see. Handled here, it is back to
+    # the default in each process the suite starts.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 if REQUIRE_DOCKER:
     # Docker test modules skip at collection without the SDK, before the hook below sees a
     # test: where Docker is required, its absence stops the run here instead.

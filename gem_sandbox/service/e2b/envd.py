@@ -55,7 +55,7 @@ def files_tenant(request: web.Request, service: Service) -> Tenant:
         return envd_tenant(request, service)
     expiry = query.get("signature_expiration", "")
     if expiry and (not expiry.isdigit() or int(expiry) < time.time()):
-        raise Problem(401, "unauthenticated", "the signed URL has expired")
+        raise Problem(401, "unauthenticated", "signature is already expired")  # e2b's words
     operation = "read" if request.method == "GET" else "write"
     signed = f"{query.get('path', '')}:{operation}:{query.get('username', '')}"
     for lease in service.leases.every():
