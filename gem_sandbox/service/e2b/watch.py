@@ -14,7 +14,7 @@ import json
 import logging
 import secrets
 import signal
-from collections.abc import AsyncIterator
+from collections import deque
 from typing import Any
 
 import anyio
@@ -48,15 +48,21 @@ def say(**fields):
     sys.stdout.flush()
 
 
-def watch(relative):
+def watch(relative, new=False):
+    # Watch a dir (and, recursive, those in it). A new one may have filled before its watch
+    # was in place: what it holds is told as created (and written, when not empty).
     wd = libc.inotify_add_watch(fd, os.path.join(ROOT, relative).encode("utf-8", "surrogateescape"), MASK)
     if wd < 0:
         return
     dirs[wd] = relative
-    if RECURSIVE:
-        for entry in os.scandir(os.path.join(ROOT, relative) if relative else ROOT):
-            if entry.is_dir(follow_symlinks=False):
-                watch(os.path.join(relative, entry.name))
+    for entry in os.scandir(os.path.join(ROOT, relative) if relative else ROOT) if RECURSIVE or new else ():
+        path = os.path.join(relative, entry.name)
+        if new:
+            say(name=path, type="EVENT_TYPE_CREATE")
+            if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size:
+                say(name=path, type="EVENT_TYPE_WRITE")
+        if RECURSIVE and entry.is_dir(follow_symlinks=False):
+            watch(path, new)
 
 
 if not os.path.exists(ROOT):
@@ -79,10 +85,10 @@ else:
                 continue
             path = os.path.join(dirs[wd], name)
             kind = next((kind for bits, kind in KINDS if mask & bits), None)
-            if kind == "CREATE" and mask & IS_DIR and RECURSIVE:
-                watch(path)
             if kind:
                 say(name=path, type="EVENT_TYPE_" + kind)
+            if kind == "CREATE" and mask & IS_DIR and RECURSIVE:
+                watch(path, new=True)
 """
 
 
@@ -96,7 +102,7 @@ async def watch_dir(request: web.Request) -> web.StreamResponse:
         await response.write(connect.envelope({"start": {}}))
         while True:
             with anyio.move_on_after(keepalive) as silent:
-                line = await anext(lines, None)
+                line = await lines.next()
             if silent.cancelled_caught:
                 await response.write(connect.envelope({"keepalive": {}}))
             elif line is None:
@@ -118,7 +124,7 @@ async def create_watcher(request: web.Request) -> web.Response:
 
     async def follow() -> None:  # in the service's task group: polls come and go
         try:
-            async for line in lines:
+            while (line := await lines.next()) is not None:
                 watcher.events = [*watcher.events[1 - MAX_PENDING :], line]
         except Exception:  # a bug here must not take the service down
             log.exception("watcher %s failed", watcher_id)
@@ -148,14 +154,14 @@ def _watcher(request: web.Request, message: dict[str, Any]) -> Watcher:
     return watcher
 
 
-async def _start(request: web.Request, message: dict[str, Any]) -> tuple[Process, AsyncIterator[dict[str, Any]]]:
+async def _start(request: web.Request, message: dict[str, Any]) -> tuple[Process, _Lines]:
     """A watcher of the message's ``path`` (``recursive``), past its first line; its
     refusal (no such dir, a file, no permission) is a Problem."""
     async with sandbox_of(request) as sandbox:
         order = json.dumps([local_path(str(message.get("path", "")), sandbox), bool(message.get("recursive"))])
         process = await sandbox.spawn(_SCRIPT, "python", env={"GEM_WATCH": order})  # type: ignore[attr-defined]
-    lines = _lines(process)
-    first = await anext(lines, None)
+    lines = _Lines(process)
+    first = await lines.next()
     if first is None or "error" in first:
         await _stop(process)
         code = (first or {}).get("error", "unavailable")
@@ -164,19 +170,28 @@ async def _start(request: web.Request, message: dict[str, Any]) -> tuple[Process
     return process, lines
 
 
-async def _lines(process: Process) -> AsyncIterator[dict[str, Any]]:
-    """The JSON lines a watcher prints."""
-    buffer = b""
-    async for fd, data in process.output():
-        buffer += data if fd == 1 else b""
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # not the watcher's: nothing else writes there, but never trust it
-            if isinstance(event, dict):
-                yield event
+class _Lines:
+    """The JSON objects a watcher prints, one line each. Waiting for the next may be
+    cancelled (a keepalive is due) and loses nothing, as an async generator's would."""
+
+    def __init__(self, process: Process) -> None:
+        self.process, self.buffer, self.ready = process, b"", deque[dict[str, Any]]()
+
+    async def next(self) -> dict[str, Any] | None:
+        """The next one, or None once the watcher ended."""
+        while not self.ready:
+            chunk = await self.process.next_output()
+            if chunk is None:
+                return None
+            *lines, self.buffer = (self.buffer + chunk[1] if chunk[0] == 1 else self.buffer).split(b"\n")
+            for line in lines:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # not the watcher's: nothing else writes there, but never trust it
+                if isinstance(event, dict):
+                    self.ready.append(event)
+        return self.ready.popleft()
 
 
 async def _stop(process: Process) -> None:
