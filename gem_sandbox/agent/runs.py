@@ -252,7 +252,7 @@ class Runner(Part):
         writer = PipeWriter(loop, prepared.stdin)
         writer.write(stdin or b"")
         if stream:
-            stream.started(child.pid, tenant, writer, prepared.stdout if size else None)
+            stream.started(child.pid, tenant, writer, readers[0] if size else None)
         else:
             writer.finish()
         try:
@@ -321,6 +321,7 @@ class Stream:
         self.pid = self.tenant = self.stdin = self.tty = None
 
     def started(self, pid, tenant, stdin, tty=None):
+        """``tty``: the reader of its pty's master, if it runs on one."""
         self.pid, self.tenant, self.stdin, self.tty = pid, tenant, stdin, tty
         if not self.stdin_open:
             stdin.finish()
@@ -340,10 +341,12 @@ class Stream:
         """Set its pty's size (the kernel tells the program with SIGWINCH)."""
         if self.tty is None:
             raise Refused("bad_request", "the program has no pty to resize")
+        if self.tty.closed:  # it is ending; its fd number may be another's by now
+            return
         try:
-            _set_size(self.tty, rows, cols)
+            _set_size(self.tty.fd, rows, cols)
         except OSError:
-            pass  # its pty closed: it is ending
+            pass
 
     async def signal(self, signum):
         """Signal the program's process group (it leads a session of its own)."""
