@@ -83,6 +83,7 @@ class NodeContext:
     mark: bytes
     out: bytearray = field(default_factory=bytearray)
     err: bytearray = field(default_factory=bytearray)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one cell at a time, as a kernel runs them
 
     @classmethod
     async def start(cls, sandbox: LeasedSandbox, env: dict[str, str], cwd: str) -> NodeContext:
@@ -97,6 +98,10 @@ class NodeContext:
 
     async def run(self, code: str, timeout: float, on_stdout: Callable[[str], Awaitable[None]]) -> Cell:
         """Run one cell, telling ``on_stdout`` what it prints as it prints it."""
+        async with self.lock:
+            return await self._run(code, timeout, on_stdout)
+
+    async def _run(self, code: str, timeout: float, on_stdout: Callable[[str], Awaitable[None]]) -> Cell:
         source = code.encode()
         try:
             await self.process.write(b"%d\n%s" % (len(source), source))
