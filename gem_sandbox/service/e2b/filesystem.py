@@ -19,7 +19,7 @@ from aiohttp import web
 
 from gem_sandbox.runtime import LeasedSandbox
 from gem_sandbox.sandbox.limits import RunLimits
-from gem_sandbox.sandbox.result import Status
+from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service.e2b import connect
 from gem_sandbox.service.e2b.envd import e2b_path, local_path, rpc, sandbox_of
 from gem_sandbox.service.errors import Problem
@@ -204,13 +204,20 @@ async def _run(sandbox: LeasedSandbox, order: dict[str, Any]) -> dict[str, Any]:
     result = await sandbox.run(_SCRIPT, "python", stdin=json.dumps(order), timeout=RUN_TIMEOUT, limits=limits)
     if result.status is Status.INFRA_ERROR:
         raise Problem(503, "unavailable", f"the sandbox failed: {result.stderr.strip()}")
+    answer = json_answer(result)
+    if answer is None:
+        raise Problem(500, "internal", f"the file operation {order['op']} failed ({result.status.value}): {result.stderr[-500:]}")
+    return answer
+
+
+def json_answer(result: ExecResult) -> dict[str, Any] | None:
+    """The JSON object a service script printed, or None when it did not end ok with one
+    (what a run prints is never trusted further)."""
     try:
         answer = json.loads(result.stdout) if result.status is Status.OK else None
     except ValueError:
-        answer = None
-    if not isinstance(answer, dict):
-        raise Problem(500, "internal", f"the file operation {order['op']} failed ({result.status.value}): {result.stderr[-500:]}")
-    return answer
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
 def _entry_info(entry: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,6 @@ use is the share of the sandbox's CPUs used since the sample before (or since it
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from datetime import UTC, datetime
@@ -17,8 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
-from gem_sandbox.sandbox.result import Status
 from gem_sandbox.service.e2b.control import api_tenant, e2b_lease
+from gem_sandbox.service.e2b.filesystem import json_answer
 from gem_sandbox.service.e2b.state import Sample
 from gem_sandbox.service.e2b.wire import Endpoint, plain_error
 from gem_sandbox.service.errors import Problem, bad_request
@@ -48,11 +47,8 @@ async def get_metrics(request: web.Request) -> web.Response:
     start, end = _bound(request, "start", 0.0), _bound(request, "end", math.inf)
     async with service.leases.using(lease.tenant, lease.id) as sandbox:
         result = await sandbox.run(_SCRIPT, "python", timeout=RUN_TIMEOUT)
-    try:
-        reading = json.loads(result.stdout) if result.status is Status.OK else None
-    except ValueError:
-        reading = None
-    if not isinstance(reading, dict):
+    reading = json_answer(result)
+    if reading is None:
         raise Problem(503, "unavailable", f"the sandbox's metrics could not be read ({result.status.value})")
     spec, samples = service.runtime.config.spec, lease.e2b.samples  # type: ignore[union-attr]
     cpus = max(1, math.ceil(spec.cpus))
