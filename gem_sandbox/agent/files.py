@@ -10,7 +10,6 @@ import errno
 import io
 import os
 import stat
-import tarfile
 
 from .protocol import Refused, split_path
 
@@ -23,6 +22,8 @@ def write_tar(root, dest, data, gid, xattrs=None):
     every existing path on the way is checked before anything is written. ``xattrs``
     (``{name: value}``, names in the ``user.`` namespace) become each written file's
     ``user.*`` extended attributes, any others it had removed; None leaves them alone."""
+    import tarfile  # here: an idle sandbox is 1.2 MB smaller without it
+
     base = split_path(dest) if dest not in ("", ".") else []
     if xattrs is not None and not all(
         isinstance(k, str) and k.startswith("user.") and isinstance(v, str) for k, v in xattrs.items()
@@ -35,6 +36,8 @@ def write_tar(root, dest, data, gid, xattrs=None):
 
 
 def _unpack(root, base, data, gid, xattrs):
+    import tarfile
+
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
         plan = []
         for member in tar.getmembers():
@@ -68,6 +71,8 @@ def _unpack(root, base, data, gid, xattrs):
 def read_tar(root, paths, max_bytes=MAX_READ_BYTES):
     """``(missing paths, tar stream of the others)``; refuses links, non-regular files and
     more than ``max_bytes`` in total."""
+    import tarfile
+
     out = io.BytesIO()
     missing = []
     budget = max_bytes

@@ -111,9 +111,12 @@ def _obey(orders):
 def _first_to_die():
     """The kernel's OOM killer picks user code before the agent (while still privileged
     enough to write the file; raising one's own score needs no capability anyway)."""
-    try:
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")
+    try:  # not open(): its io objects cost a warm run 0.05 ms
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(fd, b"1000")
+        finally:
+            os.close(fd)
     except OSError:
         pass
 
@@ -154,10 +157,6 @@ def _reset_signals():
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is not None:  # forked from the agent itself (token mode): its loop is still
-        asyncio.events._set_running_loop(None)  # marked running here, and user code that
-        asyncio.set_event_loop(None)  # starts its own (asyncio.run) must not see it
 
 
 def _map_fds(fds, control_r):

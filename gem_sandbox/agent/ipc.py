@@ -7,9 +7,7 @@ creator (or CAP_SYS_ADMIN, which the agent lacks) may remove it, so in uid mode 
 runs in a helper that has become the creator's uid (see :mod:`.tenants`).
 """
 
-import logging
-
-log = logging.getLogger(__name__)
+from . import log
 
 IPC_RMID = 0
 _KINDS = (("shm", "shmid"), ("msg", "msqid"), ("sem", "semid"))

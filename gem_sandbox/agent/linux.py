@@ -60,9 +60,9 @@ try:
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 except (ImportError, OSError) as exc:
-    import logging  # only here: the zygote, which imports this module, stays without it
+    from . import log  # only here: the zygote, which imports this module, stays without it
 
-    logging.getLogger(__name__).warning(
+    log.warning(
         "no ctypes/libc (%s): running without subreaper and no_new_privs", exc
     )
     _libc = None

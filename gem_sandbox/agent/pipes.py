@@ -1,8 +1,8 @@
 """Non-blocking pipe I/O on the agent's event loop, and the capped capture of output.
 
 The agent forks its children itself (a Python run must fork from the warm interpreter), so
-it cannot use asyncio's subprocess transports; these small classes do the same job on raw
-file descriptors with ``loop.add_reader``/``add_writer``.
+subprocess transports would not fit even on asyncio; these small classes do the job on raw
+file descriptors with ``loop.add_reader``/``add_writer`` (:mod:`.aio`).
 """
 
 import os

@@ -12,11 +12,10 @@ captured, whose stdin stays open for ``process_input``, which ``process_signal``
 and which may have no deadline. Its verdict comes from the same observations as a run's.
 """
 
-import asyncio
 import os
 import signal
 
-from . import children, languages, results
+from . import aio, children, languages, results
 from .children import Child
 from .forked import exit_outcome
 from .limits import Limits
@@ -184,7 +183,7 @@ class Runner(Part):
             except ForkFailed:
                 if self.loop.time() > deadline:
                     return None
-                await asyncio.sleep(0.02)
+                await aio.sleep(0.02)
 
     def _orders(self, language, code, scratch, memory_mb):
         """``(compile phase, run, environment)``: the compile phase's orders (None when the
@@ -216,7 +215,7 @@ class Runner(Part):
             out, err = Count(), Count()
         else:
             out, err = Capture(limits.max_output_bytes), Capture(limits.max_output_bytes)
-        flood = asyncio.Event()
+        flood = aio.Event()
 
         def sink(capture, fd):
             def on_data(data):
@@ -257,16 +256,16 @@ class Runner(Part):
             writer.finish()
         try:
             flooded = loop.create_task(flood.wait())
-            done, _ = await asyncio.wait(
-                [child.exited, flooded], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            done, _ = await aio.wait(
+                [child.exited, flooded], timeout=timeout, return_when=aio.FIRST_COMPLETED
             )
             if done and not flood.is_set():
                 left = LINGER if timeout is None else started + timeout - loop.time()
-                await asyncio.wait([r.eof for r in readers], timeout=min(LINGER, max(0.0, left)))
+                await aio.wait([r.eof for r in readers], timeout=min(LINGER, max(0.0, left)))
             flooded.cancel()
             duration_ms = (loop.time() - started) * 1000
             gone = await self.tenants.kill(tenant)
-            await asyncio.wait([r.eof for r in readers] + [child.exited], timeout=SETTLE)
+            await aio.wait([r.eof for r in readers] + [child.exited], timeout=SETTLE)
         finally:
             for reader in readers:
                 reader.close()

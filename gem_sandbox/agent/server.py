@@ -6,15 +6,13 @@ end of its stream (the host is gone); either way every user process is killed be
 exits.
 """
 
-import asyncio
 import gc
-import logging
 import os
 import signal
 import sys
 import time
 
-from . import files, languages, linux, netns, protocol
+from . import aio, files, languages, linux, log, netns, protocol
 from .cgroup import OomCounter
 from .children import Reaper
 from .kernels import Kernels
@@ -26,8 +24,6 @@ from .sweeper import Sweeper
 from .tenants import Tenants, snapshot
 from .workspace import RUN_PATH, Workspace
 from .zygote import DirectForker
-
-log = logging.getLogger(__name__)
 
 FEATURES = ["run", "kernel", "shell", "files", "reset", "stats", "spawn"]
 FLUSH_PATIENCE = 2.0  # seconds to get the last responses out at shutdown
@@ -45,7 +41,7 @@ class Agent:
         self.send = send
         self.started = time.monotonic()
         self.idle_rss_kb = 0  # set once serving: what a reset trims the agent back towards
-        self.stopping = asyncio.Event()
+        self.stopping = aio.Event()
         self.reaper = Reaper(loop)
         self.own_network = netns.own_namespace()  # see netns: only then are sockets counted
         if self.own_network:
@@ -197,7 +193,7 @@ class Agent:
 
     async def reset(self, header, payload):
         """Kill every user process, drop kernels and shells, empty the dirs, then check."""
-        loop = asyncio.get_running_loop()
+        loop = aio.get_running_loop()
         deadline = loop.time() + RESET_PATIENCE
         self.runner.generation += 1
         killed = await self.tenants.kill_all()
@@ -239,10 +235,10 @@ class Agent:
     async def _sockets_closed(self):
         """The kernel closes the sockets of killed processes as it tears them down: give it
         a moment."""
-        loop = asyncio.get_running_loop()
+        loop = aio.get_running_loop()
         deadline = loop.time() + SOCKET_PATIENCE
         while self.own_network and netns.sockets() and loop.time() < deadline:
-            await asyncio.sleep(0.01)
+            await aio.sleep(0.01)
 
     def _trim(self):
         if _rss_kb() > self.idle_rss_kb + TRIM_SLACK_KB:  # collecting costs ~5 ms: when due
@@ -260,13 +256,13 @@ class Agent:
         }, b""
 
     async def shutdown(self, header, payload):
-        asyncio.get_running_loop().call_soon(self.stopping.set)  # after this reply is sent
+        aio.get_running_loop().call_soon(self.stopping.set)  # after this reply is sent
         return {}, b""
 
 
 async def serve(config, zygote=None):
     """Serve until told to stop; runs are forked by ``zygote`` when given (uid mode)."""
-    loop = asyncio.get_running_loop()
+    loop = aio.get_running_loop()
     os.umask(0o002)
     linux.set_not_dumpable()
     linux.set_child_subreaper()
@@ -314,22 +310,20 @@ async def serve(config, zygote=None):
     agent.idle_rss_kb = _rss_kb()
     agent.runner.prepare_spare()
     stopping = loop.create_task(agent.stopping.wait())
-    await asyncio.wait([reader.eof, stopping], return_when=asyncio.FIRST_COMPLETED)
+    await aio.wait([reader.eof, stopping], return_when=aio.FIRST_COMPLETED)
     stopping.cancel()
     reader.close()
     for task in list(tasks):
         task.cancel()
     if tasks:
-        await asyncio.wait(list(tasks), timeout=FLUSH_PATIENCE)
+        await aio.wait(list(tasks), timeout=FLUSH_PATIENCE)
     agent.runner.discard_spare()
     await agent.tenants.kill_all()
     agent.workspace.sweeper.stop()
     agent.forker.close()
     deadline = loop.time() + FLUSH_PATIENCE
     while writer.buffer and not writer.closed and loop.time() < deadline:
-        await asyncio.sleep(0.01)
-    for sig in (signal.SIGCHLD, signal.SIGTERM):  # before asyncio.run closes the wakeup fd
-        loop.remove_signal_handler(sig)
+        await aio.sleep(0.01)
 
 
 def _claim_stdio(stream_fd=None):

@@ -17,10 +17,9 @@ timeouts, kills, output limits, OOM kills and a session's death come from the ag
 observations, as for runs.
 """
 
-import asyncio
 import os
 
-from . import results
+from . import aio, results
 from .children import Child
 from .forked import exit_outcome
 from .limits import Limits
@@ -47,7 +46,7 @@ class Session:
         self.exited = exited
         self.out = self.err = Capture(0)
         self.ceiling = 0
-        self.flood = asyncio.Event()
+        self.flood = aio.Event()
         self.status = None  # the future of the current command's status line
         self.seq = 0  # the current command's number: random, so none can be forged in advance
         self.interrupted = False  # a reset killed it
@@ -146,10 +145,10 @@ class Session:
         """What ended the command first (its status future, ``exited``, the flood event's
         task), or None at the timeout."""
         flooded = self.loop.create_task(self.flood.wait())
-        done, _ = await asyncio.wait(
+        done, _ = await aio.wait(
             [self.status, self.exited, flooded],
             timeout=timeout,
-            return_when=asyncio.FIRST_COMPLETED,
+            return_when=aio.FIRST_COMPLETED,
         )
         flooded.cancel()
         for ended in (self.status, self.exited):
@@ -210,7 +209,7 @@ class Sessions(Part):
             return results.failed_before_start(why)
         timeout = timeout_of(header)
         limits = Limits(header.get("limits"), timeout, self.config.memory_mb, self.config.nproc)
-        lock = self.locks.setdefault(name, asyncio.Lock())
+        lock = self.locks.setdefault(name, aio.Lock())
         async with lock:
             session = self.live.get(name)
             if session is None or not session.alive:

@@ -10,9 +10,10 @@ thread of it held a lock would hand the child that lock, held forever.
 A helper is exempt from kills (:meth:`.tenants.Tenants.born`): it runs no user code.
 """
 
-import asyncio
 import os
 import signal
+
+from . import aio
 
 SMALL = 64  # entries a directory may hold, none of them a directory, to be emptied in place
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -53,7 +54,7 @@ class Sweeper:
         """Wait up to ``patience`` seconds for the helpers still removing; True once none
         is left."""
         if self.pending:
-            await asyncio.wait(list(self.pending), timeout=patience)
+            await aio.wait(list(self.pending), timeout=patience)
         return not self.pending
 
     def _sweep(self, paths, how):

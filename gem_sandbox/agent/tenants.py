@@ -20,16 +20,12 @@ Only processes of the agent's own uid are considered, so nothing outside the san
 ever signalled.
 """
 
-import asyncio
 import collections
-import logging
 import os
 import signal
 
-from . import ipc
+from . import aio, ipc, log
 from .protocol import Refused
-
-log = logging.getLogger(__name__)
 
 TOKEN_VAR = "GEM_SANDBOX_TOKEN"
 KILL_PATIENCE = 2.0  # seconds to keep killing while no process of the kill's dies
@@ -284,7 +280,7 @@ class Tenants:
         """A kill the verdict did not wait for goes on after it, as long as a reset's may, so
         that what is left does not run on beside the next run. Its uid stays held back, and
         the sandbox unclean, until a reset (which cancels it: the uid may be handed out)."""
-        task = asyncio.get_running_loop().create_task(
+        task = aio.get_running_loop().create_task(
             self._kill_until_gone(select, True, RESET_KILL_LIMIT, settle=False)
         )
         self.finishing.add(task)
@@ -306,7 +302,7 @@ class Tenants:
         seconds. False then: the caller holds the uid back or the reset fails, and the host
         replaces the sandbox. Only a kill with ``settle`` leaves its last table for the clean
         check (:attr:`settled`): one going on in the background ends at any time."""
-        loop = asyncio.get_running_loop()
+        loop = aio.get_running_loop()
         now = loop.time()
         limit_at, stalled_at, fewest = now + limit, now + KILL_PATIENCE, None
         if settle:
@@ -336,7 +332,7 @@ class Tenants:
                 for uid in set(table[p].uid for p in pids if table[p].uid in self.uid_range):
                     await self._kill_as(uid)
             signalled |= pids
-            await asyncio.sleep(pause)
+            await aio.sleep(pause)
             pause = min(pause * 2, 0.05)
 
     async def _kill_as(self, uid):

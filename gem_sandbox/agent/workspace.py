@@ -1,8 +1,8 @@
 """The work dir, the tmp dirs, and the environment every run starts from."""
 
-import asyncio
 import os
 
+from . import aio
 from .protocol import Refused
 
 RUN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -62,20 +62,20 @@ class Workspace:
         if not paths:
             return True
         removed = self.sweeper.remove(paths)
-        await asyncio.wait([removed], timeout=SWEEP_PATIENCE)
+        await aio.wait([removed], timeout=SWEEP_PATIENCE)
         return removed.done() and removed.result()
 
     async def clear(self, patience):
         """Empty the dirs and prepare them again, waiting up to ``patience`` seconds for
         removals still going on and for this one; else ``reset_failed``, and the host
         retires the sandbox (its tmpfs goes with it, all at once)."""
-        loop = asyncio.get_running_loop()
+        loop = aio.get_running_loop()
         deadline = loop.time() + patience
         why = "there was more to remove than %.1f s allowed" % patience
         if not await self.sweeper.settle(patience):  # one helper at a time in a tree
             raise Refused("reset_failed", "the work and tmp dirs could not be emptied: " + why)
         emptied = self.sweeper.empty([self.workdir] + self.tmp_dirs)
-        await asyncio.wait([emptied], timeout=max(0.0, deadline - loop.time()))
+        await aio.wait([emptied], timeout=max(0.0, deadline - loop.time()))
         if not emptied.done():
             raise Refused("reset_failed", "the work and tmp dirs could not be emptied: " + why)
         if not emptied.result():
