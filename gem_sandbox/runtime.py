@@ -41,6 +41,7 @@ from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics, SandboxPool
 from gem_sandbox.sandbox.protocols import LeasedSandbox, Pool
 from gem_sandbox.sandbox.result import ExecResult
+from gem_sandbox.sandbox.snapshots import Snapshot
 
 if TYPE_CHECKING:
     import aiohttp
@@ -224,6 +225,22 @@ class Runtime:
     async def lease(self, timeout: float | None = None) -> AsyncIterator[LeasedSandbox]:
         async with (await self.pool()).lease(timeout) as sandbox:
             yield sandbox
+
+    @asynccontextmanager
+    async def restore(self, snapshot: Snapshot | str, timeout: float | None = None) -> AsyncIterator[LeasedSandbox]:
+        """``async with runtime.restore(snap) as sandbox:`` a new lease holding the state
+        ``await sandbox.snapshot()`` took, released however the block ends."""
+        pool = await self.pool()
+        sandbox = await pool.restore(snapshot, timeout)
+        try:
+            yield sandbox
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pool.release(sandbox)
+
+    async def drop_snapshot(self, snapshot: Snapshot | str) -> None:
+        """Forget a snapshot before its expiry (its pool forgets them all when it closes)."""
+        await (await self.pool()).drop_snapshot(snapshot)
 
     async def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until the pool's ``min_idle`` sandboxes are warm (on the service: until it can

@@ -20,7 +20,7 @@ import pytest
 from gem_sandbox.sandbox import defaults
 from gem_sandbox.sandbox.backends.base import POOL_LABEL
 from gem_sandbox.sandbox.backends.local import LocalBackend, bwrap_processes
-from gem_sandbox.sandbox.errors import FileTransferError, SandboxError
+from gem_sandbox.sandbox.errors import FileTransferError, ForkError, SandboxError, SnapshotNotFound
 from gem_sandbox.sandbox.pool import PoolConfig, SandboxPool
 from gem_sandbox.sandbox.protocols import LeasedSandbox, Pool
 from gem_sandbox.sandbox.result import Status
@@ -242,6 +242,52 @@ async def test_statistics_count_the_leases(pool: Pool):
         async with pool.lease():
             pass
     assert pool.statistics().leases == before + 2
+
+
+# -- snapshots and forks ---------------------------------------------------------------------
+
+
+async def test_a_fork_starts_from_the_parents_state_and_then_diverges(pool: Pool):
+    async with pool.lease() as parent:
+        await parent.write_files({"notes.txt": "parent"})
+        await parent.kernel_exec("seen = ['parent']")
+        await parent.shell("mkdir -p sub && cd sub && export STAGE=forked")
+        [branch] = await parent.fork(1)
+        try:
+            assert branch.id != parent.id
+            result = await branch.kernel_exec("seen.append('branch'); print(seen)")
+            assert result.stdout == "['parent', 'branch']\n"
+            result = await branch.shell('echo "$(basename "$PWD") $STAGE $(cat ../notes.txt)"; echo b > ../notes.txt')
+            assert result.stdout == "sub forked parent\n"
+            assert (await parent.kernel_exec("print(seen)")).stdout == "['parent']\n"
+            assert await parent.read_files(["notes.txt"]) == {"notes.txt": b"parent"}
+        finally:
+            await pool.release(branch)
+
+
+async def test_a_snapshot_outlives_its_lease_and_restores_until_dropped(pool: Pool):
+    async with pool.lease() as sandbox:
+        await sandbox.kernel_exec("total = 41")
+        snapshot = await sandbox.snapshot()
+    assert snapshot.kernels == ("default",) and snapshot.size > 0
+    for _ in range(2):
+        restored = await pool.restore(snapshot)
+        try:
+            assert (await restored.kernel_exec("total += 1; print(total)")).stdout == "42\n"
+        finally:
+            await pool.release(restored)
+    await pool.drop_snapshot(snapshot)
+    with pytest.raises(SnapshotNotFound):
+        await pool.restore(snapshot)
+
+
+async def test_a_fork_past_the_pools_room_makes_nothing_and_leaves_the_parent(pool: Pool):
+    async with pool.lease() as parent:
+        await parent.kernel_exec("kept = 1")
+        with pytest.raises(ForkError):
+            await parent.fork(CONFIG.max_size)  # the parent holds one of them
+        assert pool.statistics().leased == 1
+        assert (await parent.kernel_exec("print(kept)")).stdout == "1\n"
 
 
 # -- closing ---------------------------------------------------------------------------------

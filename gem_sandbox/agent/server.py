@@ -20,12 +20,13 @@ from .pipes import PipeReader, PipeWriter
 from .protocol import Refused
 from .runs import Runner
 from .shells import Shells
+from .snapshots import Snapshots
 from .sweeper import Sweeper
 from .tenants import Tenants, snapshot
 from .workspace import RUN_PATH, Workspace
 from .zygote import DirectForker
 
-FEATURES = ["run", "kernel", "shell", "files", "reset", "stats", "spawn"]
+FEATURES = ["run", "kernel", "shell", "files", "reset", "stats", "spawn", "snapshot"]
 FLUSH_PATIENCE = 2.0  # seconds to get the last responses out at shutdown
 TRIM_SLACK_KB = 4096  # growth over the idle size that a reset gives back to the kernel
 SOCKET_PATIENCE = 0.5  # seconds a reset waits for the sockets of killed processes to close
@@ -60,6 +61,7 @@ class Agent:
         self.runner = Runner(*parts, programs)
         self.kernels = Kernels(*parts)
         self.shells = Shells(*parts, programs.get("bash"))
+        self.snapshots = Snapshots(self.kernels, self.shells, self.tenants, self.workspace)
         self.ops = {
             "ping": self.ping,
             "run": self.run,
@@ -73,6 +75,8 @@ class Agent:
             "shell_close": self.shell_close,
             "write_files": self.write_files,
             "read_files": self.read_files,
+            "snapshot": self.snapshot,
+            "restore": self.restore,
             "reset": self.reset,
             "stats": self.stats,
             "shutdown": self.shutdown,
@@ -190,6 +194,15 @@ class Agent:
             raise Refused("bad_request", "paths must be a list of strings")
         missing, tar = files.read_tar(self.workspace.workdir, paths)
         return {"missing": missing}, tar
+
+    async def snapshot(self, header, payload):
+        """The sandbox's files, kernels and shells as one tar stream (see snapshots)."""
+        manifest, data = await self.snapshots.take()
+        return {"manifest": manifest}, data
+
+    async def restore(self, header, payload):
+        """A clean sandbox takes the state of a stream :meth:`snapshot` made."""
+        return {"manifest": await self.snapshots.restore(payload)}, b""
 
     async def reset(self, header, payload):
         """Kill every user process, drop kernels and shells, empty the dirs, then check."""

@@ -32,12 +32,20 @@ from gem_sandbox.sandbox.errors import (
     ProtocolError,
     SandboxCrashed,
     SandboxError,
+    SnapshotUnsupported,
     UnsafePath,
     UnsupportedLanguage,
 )
 from gem_sandbox.sandbox.framing import FrameStream
-from gem_sandbox.sandbox.limits import CONTROL_TIMEOUT, DEFAULT_GRACE, DEFAULT_RUN_TIMEOUT, RunLimits
+from gem_sandbox.sandbox.limits import (
+    CONTROL_TIMEOUT,
+    DEFAULT_GRACE,
+    DEFAULT_RUN_TIMEOUT,
+    SNAPSHOT_TIMEOUT,
+    RunLimits,
+)
 from gem_sandbox.sandbox.result import INFRA_REFUSALS, ExecResult
+from gem_sandbox.sandbox.snapshots import Snapshot
 from gem_sandbox.sandbox.spawned import Process
 
 CLOSE_TIMEOUT = 2.0  # seconds the agent gets to shut down politely before the box is killed
@@ -49,6 +57,8 @@ _ERRORS: dict[str, type[Exception]] = {
     "file_error": FileTransferError,
     "reset_failed": SandboxCrashed,
     "no_process": ProcessEnded,
+    "snapshot_unsupported": SnapshotUnsupported,
+    "snapshot_too_large": SnapshotUnsupported,
 }
 
 
@@ -120,6 +130,7 @@ class Sandbox:
         self._processes: dict[int, Process] = {}  # spawn request id -> its program, while it runs
         self._echoes: dict[int, Callable[[int, bytes], None]] = {}  # request id -> its output's taker
         self._reader: anyio.CancelScope | None = None  # the reader loop's, cancelled at death
+        self.lender: Any = None  # the pool that leased it out, which keeps its snapshots
 
     def __repr__(self) -> str:
         death = f": {self.death}" if self.death else ""
@@ -494,6 +505,29 @@ class Sandbox:
                 f"not found in sandbox {self.id}: {', '.join(response['missing'])}"
             )
         return await transfer.unpack(archive, paths)
+
+    async def capture(self) -> tuple[dict[str, Any], bytes]:
+        """The agent's snapshot stream of the work and tmp dirs, kernels and shells, with its
+        manifest. State it cannot carry raises :class:`SnapshotUnsupported`."""
+        response, data = await self._request({"op": "snapshot"}, wait=SNAPSHOT_TIMEOUT)
+        return response["manifest"], data
+
+    async def load(self, data: bytes) -> None:
+        """Make this clean sandbox hold the state :meth:`capture` took."""
+        await self._request({"op": "restore"}, data, wait=SNAPSHOT_TIMEOUT)
+
+    async def snapshot(self, ttl: float | None = None) -> Snapshot:
+        """Its state now, kept by its pool for ``ttl`` seconds (see ``Pool.restore``)."""
+        return await self._lent().snapshot_of(self, ttl)
+
+    async def fork(self, n: int) -> list[Sandbox]:
+        """``n`` new leases of its pool, each starting from this sandbox's state now."""
+        return await self._lent().fork(self, n)
+
+    def _lent(self) -> Any:
+        if self.lender is None:
+            raise SandboxError("snapshots and forks are kept by a pool: lease the sandbox from one")
+        return self.lender
 
     async def reset(self, timeout: float = 10.0) -> None:
         """Back to a clean sandbox for the next tenant: no user process, kernel, shell or

@@ -88,3 +88,18 @@ class ServiceRequestError(SandboxError, ValueError):
         super().__init__(f"{status} {kind}: {message}")
         self.status = status
         self.kind = kind
+
+
+class SnapshotUnsupported(SandboxError):
+    """The sandbox holds state a snapshot cannot carry (a run or program still going, a
+    background job, an object its kernel cannot pickle, a device file); the message names it,
+    and the sandbox is untouched."""
+
+
+class SnapshotNotFound(SandboxError, KeyError):
+    """No snapshot by that id: it expired, was dropped, or belongs to another pool or token."""
+
+
+class ForkError(SandboxError):
+    """A fork could not make every branch (no room in the pool, a branch that failed to
+    restore); the branches it made were released, and the parent is untouched."""

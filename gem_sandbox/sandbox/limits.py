@@ -13,6 +13,8 @@ DEFAULT_RUN_TIMEOUT = 10.0
 #: dead (a run's answer needs time to arrive after its kill).
 DEFAULT_GRACE = 5.0
 CONTROL_TIMEOUT = 30.0  # seconds for requests that run no user code (files, stats, restarts)
+# Seconds a snapshot or a restore may take: each kernel gets the agent's 60 to (un)pickle.
+SNAPSHOT_TIMEOUT = 150.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from gem_sandbox.sandbox.limits import RunLimits
     from gem_sandbox.sandbox.pool.statistics import PoolStatistics
     from gem_sandbox.sandbox.result import ExecResult
+    from gem_sandbox.sandbox.snapshots import Snapshot
 
 
 @runtime_checkable
@@ -79,6 +80,17 @@ class LeasedSandbox(Protocol):
 
     async def read_files(self, paths: Sequence[str]) -> dict[str, bytes]:
         """Files of the work dir by path; a missing one raises ``FileTransferError``."""
+        ...
+
+    async def snapshot(self, ttl: float | None = None) -> Snapshot:
+        """Its files, kernels and shells now, kept by its pool for ``ttl`` seconds; state a
+        snapshot cannot carry (another process still running) raises
+        ``SnapshotUnsupported`` and leaves the sandbox as it was."""
+        ...
+
+    async def fork(self, n: int) -> Sequence[LeasedSandbox]:
+        """``n`` new leases of its pool, each starting from its state now and diverging from
+        there; all of them or, raising ``ForkError``, none."""
         ...
 
     async def reset(self, timeout: float = 10.0) -> None:
@@ -142,6 +154,15 @@ class Pool(Protocol):
         limits: RunLimits | None = None,
     ) -> ExecResult:
         """One stateless run on any warm sandbox: nothing carries over."""
+        ...
+
+    async def restore(self, snapshot: Snapshot | str, timeout: float | None = None) -> LeasedSandbox:
+        """A new lease holding a snapshot's state; ``SnapshotNotFound`` once it expired or
+        was dropped (or is another pool's or token's)."""
+        ...
+
+    async def drop_snapshot(self, snapshot: Snapshot | str) -> None:
+        """Forget a snapshot; one already gone is not an error."""
         ...
 
     def statistics(self) -> PoolStatistics:

@@ -38,10 +38,10 @@ from tenacity import (
 )
 
 from gem_sandbox.agent.protocol import text_bytes
-from gem_sandbox.sandbox.limits import CONTROL_TIMEOUT
 from gem_sandbox.sandbox.errors import (
     BackendNotAvailable,
     FileTransferError,
+    ForkError,
     PoolClosed,
     RemoteUnsupported,
     SandboxCrashed,
@@ -50,13 +50,16 @@ from gem_sandbox.sandbox.errors import (
     ServiceAuthError,
     ServiceRequestError,
     ServiceUnreachable,
+    SnapshotNotFound,
+    SnapshotUnsupported,
     UnsafePath,
     UnsupportedLanguage,
 )
 from gem_sandbox.sandbox.held import HeldPool, HeldSandbox
-from gem_sandbox.sandbox.limits import RunLimits
+from gem_sandbox.sandbox.limits import CONTROL_TIMEOUT, SNAPSHOT_TIMEOUT, RunLimits
 from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox.sandbox.result import ExecResult
+from gem_sandbox.sandbox.snapshots import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +179,24 @@ class RemotePool(HeldPool["RemoteSandbox"]):
         if answer.status != 201:
             raise _error(answer, "leasing a sandbox")
         return self._hold(RemoteSandbox(self, answer.body))
+
+    async def restore(self, snapshot: Snapshot | str, timeout: float | None = None) -> RemoteSandbox:
+        """A new lease starting from one of this token's snapshots on the service."""
+        self._check_open()
+        limit = self.config.acquire_timeout if timeout is None else timeout
+        key = snapshot if isinstance(snapshot, str) else snapshot.id
+        answer = await self._request("POST", "/v1/sandboxes", {"snapshot": key}, wait=limit + MARGIN, budget=limit)
+        if answer.status != 201:
+            raise _error(answer, f"restoring snapshot {key}")
+        return self._hold(RemoteSandbox(self, answer.body))
+
+    async def drop_snapshot(self, snapshot: Snapshot | str) -> None:
+        """Drop one of this token's snapshots on the service; one already gone is no error."""
+        self._check_open()
+        key = snapshot if isinstance(snapshot, str) else snapshot.id
+        answer = await self._request("DELETE", f"/v1/snapshots/{key}", wait=CONTROL_TIMEOUT)
+        if not answer.ok and answer.status != 404:
+            raise _error(answer, f"dropping snapshot {key}")
 
     async def run(
         self,
@@ -373,6 +394,16 @@ class RemoteSandbox(HeldSandbox):
         files = answer.body["files"]
         return {path: base64.b64decode(files[path]) for path in paths}
 
+    async def snapshot(self, ttl: float | None = None) -> Snapshot:
+        """Its state now, kept by the service for ``ttl`` seconds (see ``RemotePool.restore``)."""
+        answer = await self._control("POST", "/snapshot", {"ttl": ttl} if ttl else {}, wait=SNAPSHOT_TIMEOUT + MARGIN)
+        return Snapshot.from_json(answer.body)
+
+    async def fork(self, n: int) -> list[RemoteSandbox]:
+        """``n`` new leases on the service, each starting from this one's state now."""
+        answer = await self._control("POST", "/fork", {"n": n}, wait=SNAPSHOT_TIMEOUT * 2 + MARGIN)
+        return [self.pool._hold(RemoteSandbox(self.pool, lease)) for lease in answer.body["sandboxes"]]
+
     async def reset(self, timeout: float = 10.0) -> None:
         """Back to a clean sandbox (no file, process, session or kernel left); the lease stays."""
         await self._control("POST", "/reset", wait=timeout + MARGIN)
@@ -427,6 +458,12 @@ def _error(answer: _Answer, what: str, sandbox: RemoteSandbox | None = None) -> 
         return SandboxCrashed(f"sandbox {sandbox.id}: {reason} ({message}); lease a new one")
     if kind == "unsupported_language":
         return UnsupportedLanguage(message)
+    if kind == "snapshot_unsupported":
+        return SnapshotUnsupported(message)
+    if kind == "fork_failed":
+        return ForkError(message)
+    if sandbox is None and answer.status == 404 and "snapshot" in what:
+        return SnapshotNotFound(message)
     if answer.status in (400, 409) and "unsafe path" in message:
         return UnsafePath(message)
     if kind in ("file_not_found", "file_conflict"):

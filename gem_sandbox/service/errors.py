@@ -16,10 +16,13 @@ from gem_sandbox.sandbox.errors import (
     AcquireTimeout,
     AgentError,
     FileTransferError,
+    ForkError,
     PoolClosed,
     SandboxCrashed,
     SandboxError,
     SandboxUnavailable,
+    SnapshotNotFound,
+    SnapshotUnsupported,
     UnsafePath,
     UnsupportedLanguage,
 )
@@ -107,6 +110,12 @@ def problem_for(exc: SandboxError) -> Problem:
         if any(reason in str(exc) for reason in _NO_SPACE):
             return Problem(507, "insufficient_storage", f"{exc}; write less, or remove files first")
         return Problem(409, "file_conflict", f"{exc}; the sandbox's files do not allow it as they are")
+    if isinstance(exc, SnapshotUnsupported):
+        return Problem(409, "snapshot_unsupported", f"{exc}; end it first, then snapshot again")
+    if isinstance(exc, SnapshotNotFound):
+        return not_found("that snapshot")
+    if isinstance(exc, ForkError):  # not a 503: on the parent's route that would end the parent
+        return Problem(409, "fork_failed", f"{exc}")
     if isinstance(exc, PoolClosed):
         return Problem(503, "unavailable", "the service is shutting down; retry on another instance", retry_after=5)
     if isinstance(exc, AcquireTimeout):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ import anyio
 from gem_sandbox.runtime import LeasedSandbox, Runtime
 from gem_sandbox.service.access import Tenant
 from gem_sandbox.service.admission import Admission, Ticket
+from gem_sandbox.sandbox.snapshots import Snapshot
 from gem_sandbox.service.errors import Problem, not_found
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class Leases:
         self.max_ttl = max_ttl
         self.expired = 0  # leases ended by their deadline, for the metrics
         self._by_id: dict[str, Lease] = {}
+        self.snapshots: dict[str, tuple[Tenant, Snapshot]] = {}  # by id: whose, and what
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -88,27 +90,71 @@ class Leases:
         """A sandbox of ``tenant``'s own (from ``runtime``, the service's by default), holding
         a whole sandbox's share of the pool's capacity while it lives; 429 past its
         ``max_leases``, 503 when the capacity does not come free in time."""
-        if tenant.leases >= tenant.policy.max_leases:
+        source = runtime or self.runtime
+
+        async def acquire() -> list[LeasedSandbox]:
+            return [await source.acquire()]
+
+        [lease] = await self.adopt(tenant, 1, acquire, ttl, renews=renews, runtime=runtime)
+        return lease
+
+    async def adopt(
+        self,
+        tenant: Tenant,
+        n: int,
+        make: Callable[[], Awaitable[Sequence[LeasedSandbox]]],
+        ttl: float | None,
+        *,
+        renews: bool = True,
+        runtime: Runtime | None = None,
+    ) -> list[Lease]:
+        """Leases of ``tenant`` for the ``n`` sandboxes ``make`` gives (a new one, a
+        restore, a fork's branches), each counted against its ``max_leases`` (429) and
+        holding a whole sandbox's share of the capacity (503 when it does not come free)."""
+        if tenant.leases + n > tenant.policy.max_leases:
             raise Problem(
                 429,
                 "too_many_leases",
-                f"token {tenant.name} holds {tenant.leases} sandboxes, its limit; delete one first",
+                f"token {tenant.name} holds {tenant.leases} sandboxes and its limit is "
+                f"{tenant.policy.max_leases}; delete some first",
                 retry_after=1,
             )
-        tenant.leases += 1  # counted before the wait, so concurrent creates cannot overshoot
-        ticket: Ticket | None = None
+        tenant.leases += n  # counted before the wait, so concurrent creates cannot overshoot
+        tickets: list[Ticket] = []
         try:
-            ticket = await self.admission.take(self.runtime.config.runs_per_sandbox)
-            sandbox = await (runtime or self.runtime).acquire()
+            for _ in range(n):
+                tickets.append(await self.admission.take(self.runtime.config.runs_per_sandbox))
+            sandboxes = await make()
         except BaseException:
-            tenant.leases -= 1
-            if ticket is not None:
+            tenant.leases -= n
+            for ticket in tickets:
                 ticket.release()
             raise
-        lease = Lease("sb-" + secrets.token_urlsafe(12), tenant, sandbox, self.capped(ttl or self.default_ttl), renews)
-        lease.ticket, lease.runtime = ticket, runtime
-        self._by_id[lease.id] = lease
-        return lease
+        leases = []
+        for sandbox, ticket in zip(sandboxes, tickets):
+            lease = Lease("sb-" + secrets.token_urlsafe(12), tenant, sandbox, self.capped(ttl or self.default_ttl), renews)
+            lease.ticket, lease.runtime = ticket, runtime
+            self._by_id[lease.id] = lease
+            leases.append(lease)
+        return leases
+
+    def keep_snapshot(self, tenant: Tenant, snapshot: Snapshot) -> None:
+        """Record ``tenant`` as the owner of a snapshot its pool keeps (forgetting expired ones)."""
+        now = time.time()
+        for key in [k for k, (_, s) in self.snapshots.items() if s.expires <= now]:
+            del self.snapshots[key]
+        self.snapshots[snapshot.id] = (tenant, snapshot)
+
+    def snapshots_of(self, tenant: Tenant) -> list[Snapshot]:
+        now = time.time()
+        return [s for owner, s in self.snapshots.values() if owner is tenant and s.expires > now]
+
+    def snapshot(self, tenant: Tenant, snapshot_id: str) -> Snapshot:
+        """One of ``tenant``'s snapshots (404 for another token's, as for one that never was)."""
+        owner, snapshot = self.snapshots.get(snapshot_id, (None, None))
+        if owner is not tenant or snapshot is None or snapshot.expires <= time.time():
+            raise not_found(f"snapshot {snapshot_id}")
+        return snapshot
 
     def capped(self, ttl: float) -> float:
         return min(ttl, self.max_ttl)

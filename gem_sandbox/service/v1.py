@@ -13,10 +13,11 @@ from typing import Annotated, Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from gem_sandbox.sandbox.protocols import LeasedSandbox
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service.caps import Limits, Seconds
 from gem_sandbox.service.codec import decode_files, encode_files
-from gem_sandbox.service.errors import bad_request
+from gem_sandbox.service.errors import Problem, bad_request
 from gem_sandbox.service.fields import Env, Files, RelativePath
 from gem_sandbox.service.route import Route
 from gem_sandbox.service.state import Service, describe, parse, tenant_of
@@ -43,6 +44,15 @@ class OneShotBody(RunBody):
 
 class LeaseBody(_Body):
     ttl: Annotated[float, Field(gt=0, description="seconds the lease lives after its last request")] | None = None
+    snapshot: str | None = Field(None, description="a snapshot of this token's: the sandbox starts from its state")
+
+
+class SnapshotBody(_Body):
+    ttl: Annotated[float, Field(gt=0, description="seconds the service keeps it")] | None = None
+
+
+class ForkBody(_Body):
+    n: Annotated[int, Field(ge=1, le=64, strict=False, description="branches, each a new lease")] = 1  # 2.0 too: JSON's integers
 
 
 class ShellBody(_Body):
@@ -98,6 +108,19 @@ class LeaseList(BaseModel):
     sandboxes: list[LeaseModel]
 
 
+class SnapshotModel(BaseModel):
+    id: str
+    size: int = Field(description="bytes of state kept")
+    created: float = Field(description="unix time")
+    expires: float = Field(description="unix time; then it is dropped")
+    kernels: list[str]
+    shells: list[str]
+
+
+class SnapshotList(BaseModel):
+    snapshots: list[SnapshotModel]
+
+
 class ReadQuery(_Body):
     path: list[RelativePath] = Field(min_length=1, description="a file to read; repeat for more")
 
@@ -128,9 +151,55 @@ async def one_shot(request: web.Request) -> web.Response:
 
 
 async def create_lease(request: web.Request) -> web.Response:
-    service, body = Service.of(request), await parse(request, LeaseBody)
-    lease = await service.leases.create(tenant_of(request), body.ttl)
+    service, body, tenant = Service.of(request), await parse(request, LeaseBody), tenant_of(request)
+    if body.snapshot is None:
+        lease = await service.leases.create(tenant, body.ttl)
+    else:
+        snapshot = service.leases.snapshot(tenant, body.snapshot)
+
+        async def restore() -> list[LeasedSandbox]:
+            return [await (await service.leases.runtime.pool()).restore(snapshot)]
+
+        [lease] = await service.leases.adopt(tenant, 1, restore, body.ttl)
     return web.json_response(lease.describe(), status=201)
+
+
+async def take_snapshot(request: web.Request) -> web.Response:
+    service, body, tenant = Service.of(request), await parse(request, SnapshotBody), tenant_of(request)
+    async with service.leases.using(tenant, request.match_info["id"]) as sandbox:
+        snapshot = await sandbox.snapshot(body.ttl and service.leases.capped(body.ttl))
+    service.leases.keep_snapshot(tenant, snapshot)
+    return web.json_response(snapshot.to_json(), status=201)
+
+
+async def fork(request: web.Request) -> web.Response:
+    service, body, tenant = Service.of(request), await parse(request, ForkBody), tenant_of(request)
+    parent = service.leases.find(tenant, request.match_info["id"])
+    runtime = service.leases.runtime
+    room = runtime.config.max_size - runtime.statistics().leased
+    if body.n > room:
+        raise Problem(409, "fork_failed", f"the pool has room for {room} more sandboxes, not {body.n}; end some leases first")
+    async with service.leases.using(tenant, parent.id) as sandbox:
+        try:
+            leases = await service.leases.adopt(tenant, body.n, lambda: sandbox.fork(body.n), parent.ttl)
+        except Problem as exc:  # no room: a 503 here would tell the client its parent failed
+            if exc.status != 503:
+                raise
+            raise Problem(409, "fork_failed", f"no room for {body.n} branches: {exc.message}") from None
+    return web.json_response({"sandboxes": [lease.describe() for lease in leases]}, status=201)
+
+
+async def list_snapshots(request: web.Request) -> web.Response:
+    snapshots = Service.of(request).leases.snapshots_of(tenant_of(request))
+    return web.json_response({"snapshots": [snapshot.to_json() for snapshot in snapshots]})
+
+
+async def delete_snapshot(request: web.Request) -> web.Response:
+    leases = Service.of(request).leases
+    snapshot = leases.snapshot(tenant_of(request), request.match_info["id"])
+    del leases.snapshots[snapshot.id]
+    await (await leases.runtime.pool()).drop_snapshot(snapshot)
+    return web.Response(status=204)
 
 
 async def list_leases(request: web.Request) -> web.Response:
@@ -214,7 +283,7 @@ async def reset(request: web.Request) -> web.Response:
 SB = "/v1/sandboxes/{id}"
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/run", one_shot, "One stateless run on any warm sandbox", OneShotBody, ExecResultModel, errors=(409, 507)),
-    Route("POST", "/v1/sandboxes", create_lease, "Lease a sandbox", LeaseBody, LeaseModel, status=201),
+    Route("POST", "/v1/sandboxes", create_lease, "Lease a sandbox", LeaseBody, LeaseModel, status=201, errors=(404,)),
     Route("GET", "/v1/sandboxes", list_leases, "This token's leases", answer=LeaseList),
     Route("GET", SB, get_lease, "One lease", answer=LeaseModel),
     Route("DELETE", SB, delete_lease, "End a lease; the sandbox is reset for its next tenant", status=204),
@@ -225,4 +294,8 @@ ROUTES: tuple[Route, ...] = (
     Route("PUT", f"{SB}/files", write_files, "Write files into the work dir", WriteFilesBody, status=204, errors=(409, 507)),
     Route("GET", f"{SB}/files", read_files, "Read files from the work dir", answer=FilesModel, query=ReadQuery, errors=(409, 507)),
     Route("POST", f"{SB}/reset", reset, "Back to a clean sandbox, keeping the lease", status=204),
+    Route("POST", f"{SB}/snapshot", take_snapshot, "Keep its files, kernels and shells as a snapshot", SnapshotBody, SnapshotModel, status=201, errors=(409,)),
+    Route("POST", f"{SB}/fork", fork, "New leases that start from its state now", ForkBody, LeaseList, status=201, errors=(409,)),
+    Route("GET", "/v1/snapshots", list_snapshots, "This token's snapshots", answer=SnapshotList),
+    Route("DELETE", "/v1/snapshots/{id}", delete_snapshot, "Drop a snapshot", status=204),
 )

@@ -41,11 +41,13 @@ from gem_sandbox.sandbox.errors import (
     SandboxCrashed,
     SandboxError,
     SandboxUnavailable,
+    SnapshotNotFound,
 )
 from gem_sandbox.sandbox.held import HeldPool, HeldSandbox
-from gem_sandbox.sandbox.limits import RunLimits
+from gem_sandbox.sandbox.limits import SNAPSHOT_TIMEOUT, RunLimits
 from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox.sandbox.result import ExecResult
+from gem_sandbox.sandbox.snapshots import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,7 @@ class RayPool(HeldPool["RaySandbox"]):
         self.pools = pools
         self._address = address
         self._nodes: dict[str, Node] = {}  # node id -> its pool actor
+        self._snapshot_nodes: dict[str, Node] = {}  # snapshot id -> the node keeping it
         self._local_node: str | None = None
         self._looked = 0.0
         self._look_lock: anyio.Lock | None = None
@@ -187,6 +190,26 @@ class RayPool(HeldPool["RaySandbox"]):
             finally:
                 node.pending -= 1
             return self._hold(RaySandbox(self, node, lease))
+
+    async def restore(self, snapshot: Snapshot | str, timeout: float | None = None) -> RaySandbox:
+        """A new lease holding a snapshot taken through this pool, on the node that keeps it."""
+        self._check_open()
+        node = self._snapshot_nodes.get(snapshot if isinstance(snapshot, str) else snapshot.id)
+        if node is None or isinstance(snapshot, str):
+            raise SnapshotNotFound(f"no snapshot {snapshot} was taken through this pool")
+        limit = self.config.acquire_timeout if timeout is None else timeout
+        try:
+            lease, node.free = await self._ask(node, node.actor.restore.remote(snapshot, limit), limit + MARGIN)
+        except NodeFault as exc:
+            raise SandboxUnavailable(f"the node keeping snapshot {snapshot.id} failed: {exc}") from None
+        return self._hold(RaySandbox(self, node, lease))
+
+    async def drop_snapshot(self, snapshot: Snapshot | str) -> None:
+        """Forget a snapshot on its node; one already gone is not an error."""
+        key = snapshot if isinstance(snapshot, str) else snapshot.id
+        node = self._snapshot_nodes.pop(key, None)
+        if node is not None and not isinstance(snapshot, str):
+            await self._ask(node, node.actor.drop_snapshot.remote(snapshot), CONTROL_TIMEOUT + MARGIN)
 
     async def run(
         self,
@@ -422,6 +445,23 @@ class RaySandbox(HeldSandbox):
         :class:`FileTransferError`."""
         result: dict[str, bytes] = await self._control("read_files", (list(paths),))
         return result
+
+    async def snapshot(self, ttl: float | None = None) -> Snapshot:
+        """Its state now, kept by its node's pool for ``ttl`` seconds."""
+        snapshot: Snapshot = await self._control("snapshot", (ttl,), wait=SNAPSHOT_TIMEOUT + MARGIN)
+        self.pool._snapshot_nodes[snapshot.id] = self.node
+        return snapshot
+
+    async def fork(self, n: int) -> list[RaySandbox]:
+        """``n`` new leases on its node, each starting from its state now."""
+        if not self.alive:
+            raise SandboxCrashed(f"sandbox {self.id} is not usable: {self.death}")
+        node = self.node
+        try:
+            leases, node.free = await self.pool._ask(node, node.actor.fork.remote(self.id, n), SNAPSHOT_TIMEOUT * 2 + MARGIN)
+        except NodeFault as exc:
+            raise SandboxCrashed(f"sandbox {self.id}: {exc}") from None
+        return [self.pool._hold(RaySandbox(self.pool, node, lease)) for lease in leases]
 
     async def reset(self, timeout: float = 10.0) -> None:
         """Back to a clean sandbox (no file, process, session or kernel left); the lease stays."""

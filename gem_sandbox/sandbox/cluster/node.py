@@ -34,13 +34,16 @@ from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import PoolClosed, SandboxCrashed
 from gem_sandbox.sandbox.pool import SandboxPool
 from gem_sandbox.sandbox.result import ExecResult
+from gem_sandbox.sandbox.snapshots import Snapshot
 
 log = logging.getLogger(__name__)
 
 NAMESPACE = "gem_sandbox"  # the Ray namespace of every pool actor
 REAP_INTERVAL = 1.0  # seconds between looks for leases past their deadline
 #: What a client may call on a leased sandbox: its public API, nothing else.
-OPERATIONS = frozenset({"run", "shell", "kernel_exec", "kernel_restart", "write_files", "read_files", "reset", "ping"})
+OPERATIONS = frozenset(
+    {"run", "shell", "kernel_exec", "kernel_restart", "write_files", "read_files", "reset", "ping", "snapshot"}
+)
 
 
 def actor_name(pools: str, node_id: str) -> str:
@@ -176,11 +179,32 @@ class NodePool:
     async def acquire(self, timeout: float | None) -> tuple[dict[str, Any], int]:
         """A lease on one of this node's sandboxes, and the node's free room after it."""
         pool = await self._open()
-        sandbox = await pool.acquire(timeout)
+        return self._new_lease(await pool.acquire(timeout)), self._free()
+
+    async def fork(self, lease_id: str, n: int) -> tuple[list[dict[str, Any]], int]:
+        """Leases on ``n`` branches of a leased sandbox (see :meth:`SandboxPool.fork`)."""
+        lease = self._lease(lease_id)
+        lease.busy += 1
+        try:
+            branches = await lease.sandbox.fork(n)
+        finally:
+            lease.busy -= 1
+            lease.renew()
+        return [self._new_lease(sandbox) for sandbox in branches], self._free()
+
+    async def restore(self, snapshot: Snapshot, timeout: float | None) -> tuple[dict[str, Any], int]:
+        """A lease on a new sandbox holding a snapshot this node's pool keeps."""
+        pool = await self._open()
+        return self._new_lease(await pool.restore(snapshot, timeout)), self._free()
+
+    async def drop_snapshot(self, snapshot: Snapshot) -> None:
+        if self.pool is not None:
+            await self.pool.drop_snapshot(snapshot)
+
+    def _new_lease(self, sandbox: Sandbox) -> dict[str, Any]:
         lease_id = secrets.token_urlsafe(12)
         self._leases[lease_id] = _Lease(sandbox, self.settings.lease_ttl)
-        lease = {"id": lease_id, "backend": pool.backend.name, "hello": dict(sandbox.hello)}
-        return lease, self._free()
+        return {"id": lease_id, "backend": sandbox.backend, "hello": dict(sandbox.hello)}
 
     async def call(self, lease_id: str, operation: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """``operation`` (one of :data:`OPERATIONS`) on a leased sandbox; renews the lease."""

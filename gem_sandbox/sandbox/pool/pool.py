@@ -45,12 +45,14 @@ from gem_sandbox.sandbox.backends.base import POOL_LABEL, Backend
 from gem_sandbox.sandbox.client import Sandbox
 from gem_sandbox.sandbox.errors import AcquireTimeout, PoolClosed, SandboxError, SandboxUnavailable
 from gem_sandbox.sandbox.limits import RunLimits
+from gem_sandbox.sandbox.pool import forks
 from gem_sandbox.sandbox.pool.config import PoolConfig
 from gem_sandbox.sandbox.pool.seats import Seats
 from gem_sandbox.sandbox.pool.statistics import Counters, PoolStatistics
 from gem_sandbox.sandbox.pool.supervisor import Supervisor
 from gem_sandbox.sandbox.pool.waiters import WaitQueue
 from gem_sandbox.sandbox.result import ExecResult
+from gem_sandbox.sandbox.snapshots import Snapshot, SnapshotStore
 
 if TYPE_CHECKING:
     from gem_sandbox.sandbox.protocols import LeasedSandbox, Pool
@@ -125,6 +127,7 @@ class SandboxPool:
         )
         self._tg: TaskGroup | None = None
         self._resets: anyio.CapacityLimiter | None = None  # made in the pool's event loop
+        self.snapshots = SnapshotStore()
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> SandboxPool:
@@ -165,6 +168,7 @@ class SandboxPool:
                     tg.start_soon(self._destroy, slot, False)
         self._idle.clear()
         self._leased.clear()
+        self.snapshots.clear()
         self.state = PoolState.CLOSED
 
     @property
@@ -264,6 +268,37 @@ class SandboxPool:
         """``async with pool.lease() as sandbox:`` acquired, and released however the block ends."""
         return leased(self, timeout)
 
+    # -- snapshots and forks (see forks.py) -----------------------------------------------
+    async def snapshot_of(self, sandbox: Sandbox, ttl: float | None = None) -> Snapshot:
+        """A leased sandbox's state, kept here for ``ttl`` seconds."""
+        self._check_leased(sandbox)
+        manifest, data = await forks.capture(sandbox)
+        return self.snapshots.keep(manifest, data, ttl)
+
+    async def fork(self, sandbox: Sandbox, n: int) -> list[Sandbox]:
+        """``n`` new leases starting from a leased sandbox's state now, or none."""
+        self._check_leased(sandbox)
+        _, data = await forks.capture(sandbox)
+        return await forks.load_into_leases(self, data, n, self._room())
+
+    async def restore(self, snapshot: Snapshot | str, timeout: float | None = None) -> Sandbox:
+        """A new lease holding a snapshot's state (release it as any lease)."""
+        self._check_open()
+        data = self.snapshots.state(snapshot)
+        return (await forks.load_into_leases(self, data, 1, self._room(), timeout))[0]
+
+    async def drop_snapshot(self, snapshot: Snapshot | str) -> None:
+        """Forget a snapshot; one already gone is not an error."""
+        self.snapshots.drop(snapshot)
+
+    def _check_leased(self, sandbox: Sandbox) -> None:
+        self._check_open()
+        if id(sandbox) not in self._leased:
+            raise SandboxError("snapshot or fork of a sandbox this pool has not leased (or released already)")
+
+    def _room(self) -> int:
+        return self.config.max_size - len(self._leased)
+
     async def run(
         self,
         code: str,
@@ -338,6 +373,7 @@ class SandboxPool:
     def _lease(self, slot: _Slot) -> Sandbox:
         slot.uses += 1
         self._leased[id(slot.sandbox)] = slot
+        slot.sandbox.lender = self
         self._counters.leases += 1
         if self._shortfall():  # the idle set needs topping up; else waking it is wasted work on every call
             self._supervisor.poke()
