@@ -286,6 +286,20 @@ class Env(Generic[ObsType, ActType]):
         override this)."""
         return copy.deepcopy(self)
 
+    async def afork(self, n: int) -> list[Env]:
+        """``n`` copies that carry this episode on from where it is, independently of it and
+        of each other: a GRPO group sampled from one state, a search tree's branches. Wrappers
+        that hold sandboxes fork those too, so each copy has sandboxes of its own starting from
+        the same files, kernels and shells. ``VectorEnv(envs=...)`` steps the copies on as one
+        batch, without a reset."""
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"fork makes one or more copies, not {n!r}")
+        return [self.spawn(same_state=True) for _ in range(n)]
+
+    def fork(self, n: int) -> list[Env]:
+        """:meth:`afork` from synchronous code."""
+        return run_sync(self.afork, n)
+
     @property
     def unwrapped(self) -> Env:
         return self
@@ -462,6 +476,15 @@ class EnvWrapper(Env[ObsType, ActType]):
             clone.env = self.env.spawn(same_state=True, **kwargs)
             clone.reset(seed=seed)
         return clone
+
+    async def afork(self, n: int) -> list[Env]:
+        """The inner env forked ``n`` ways, each copy under a copy of this wrapper."""
+        clones = []
+        for env in await self.env.afork(n):
+            clone = self._spawn_copy()
+            clone.env = env
+            clones.append(clone)
+        return clones
 
     def _spawn_copy(self) -> EnvWrapper[ObsType, ActType]:
         """This wrapper for :meth:`spawn`, before the inner env is replaced: a shallow copy

@@ -36,6 +36,20 @@ class Episode:
             sandbox = self._leases[runtime] = await runtime.acquire()
         return sandbox
 
+    async def fork(self, n: int) -> list[Episode]:
+        """``n`` episodes, each holding a fork of every sandbox this one holds (see
+        ``LeasedSandbox.fork``): all of them or, raising, none."""
+        episodes = [Episode() for _ in range(n)]
+        try:
+            for runtime, sandbox in self._leases.items():
+                for episode, branch in zip(episodes, await sandbox.fork(n), strict=True):
+                    episode._leases[runtime] = branch
+        except BaseException:
+            for episode in episodes:
+                await episode.release()
+            raise
+        return episodes
+
     async def release(self) -> None:
         """Give every leased sandbox back (its runtime resets it for the next tenant)."""
         with anyio.CancelScope(shield=True):

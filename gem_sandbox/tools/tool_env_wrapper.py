@@ -202,6 +202,21 @@ class ToolEnvWrapper(EnvWrapper):
     def close(self) -> None:
         run_sync(self.aclose)
 
+    async def afork(self, n: int) -> list[Env]:
+        """Copies that carry this episode on, each with a fork of the episode's sandboxes
+        (files, kernels and shells as they are now) and the tool counters so far."""
+        episodes = await self.episode.fork(n)
+        try:
+            clones = await super().afork(n)
+        except BaseException:
+            for episode in episodes:
+                await episode.release()
+            raise
+        for clone, episode in zip(clones, episodes, strict=True):
+            assert isinstance(clone, ToolEnvWrapper)
+            clone.episode = episode
+        return clones
+
     def _spawn_copy(self) -> ToolEnvWrapper:
         clone = super()._spawn_copy()
         assert isinstance(clone, ToolEnvWrapper)
