@@ -11,23 +11,19 @@ from gem_sandbox_envs.math.arithmetic import ArithmeticEnv
 
 from gem_sandbox.runtime import Runtime
 from gem_sandbox.sandbox.errors import ForkError
-from gem_sandbox.sandbox.pool import PoolConfig
 from gem_sandbox.tools.python_code_tool import PythonCodeTool
 from gem_sandbox.tools.tool_env_wrapper import ToolEnvWrapper
 from gem_sandbox.vector import AsyncVectorEnv
 from tests.helpers import CountdownEnv
-from tests.tool_fixtures import BACKENDS, SPEC, anyio_backend, make_backend  # noqa: F401  (fixtures)
+from tests.tool_fixtures import BACKENDS, anyio_backend, open_runtime  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
-    backend = make_backend(request.param)
-    async with Runtime(backend, PoolConfig(min_idle=2, max_size=10, run_timeout=10, spec=SPEC)) as rt:
-        await rt.wait_ready()
+    async with open_runtime(request.param, max_size=10, min_idle=2) as rt:
         yield rt
-    await backend.aclose()
 
 
 def stateful_math(runtime: Runtime) -> ToolEnvWrapper:

@@ -10,6 +10,7 @@ no lease behind, so they see it as new. Without a daemon or the image the Docker
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -35,10 +36,17 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
-    backend = make_backend(request.param)
-    async with Runtime(backend, PoolConfig(min_idle=1, max_size=4, run_timeout=10, spec=SPEC)) as rt:
+@asynccontextmanager
+async def open_runtime(name: str, max_size: int = 4, min_idle: int = 1) -> AsyncIterator[Runtime]:
+    """A ready runtime on the backend ``name``."""
+    backend = make_backend(name)
+    async with Runtime(backend, PoolConfig(min_idle=min_idle, max_size=max_size, run_timeout=10, spec=SPEC)) as rt:
         await rt.wait_ready()
         yield rt
     await backend.aclose()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
+    async with open_runtime(request.param) as rt:
+        yield rt
