@@ -23,7 +23,10 @@ right beside what they are compared with:
   (see :mod:`.mass_release`, whose command line takes smaller numbers);
 * ``code``: HumanEval's 164 canonical solutions vs GEM-style host-subprocess scoring (see
   :mod:`.humaneval`), stdin/stdout scoring vs a host subprocess per test, and batch scoring vs
-  one answer at a time (see :mod:`.code_scoring`), on bubblewrap and on Docker.
+  one answer at a time (see :mod:`.code_scoring`), on bubblewrap and on Docker;
+* ``forks``: fork(1), fork(8), snapshot and restore of a sandbox holding a 10 MB kernel and
+  8 MB of files vs the same state rebuilt in fresh sandboxes (see :mod:`.forks`), on
+  bubblewrap and on Docker.
 """
 
 from __future__ import annotations
@@ -396,6 +399,12 @@ def bench_code() -> list[Row]:
     return [row for backend in ("local", "docker") for row in humaneval.run(backend) + code_scoring.run(backend)]
 
 
+def bench_forks() -> list[Row]:
+    from .forks import run
+
+    return run()
+
+
 BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "local": lambda: anyio.run(bench_local),
     "docker": lambda: anyio.run(bench_docker),
@@ -407,6 +416,7 @@ BENCHMARKS: dict[str, Callable[[], list[Row]]] = {
     "ray": bench_ray,
     "release": bench_release,
     "code": bench_code,
+    "forks": bench_forks,
 }
 
 
