@@ -22,6 +22,7 @@ from gem_sandbox.runtime import LeasedSandbox, Runtime, RuntimeState
 from gem_sandbox.sandbox.errors import SandboxError
 from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics
 from gem_sandbox.sandbox.result import ExecResult
+from gem_sandbox.sandbox.snapshots import Snapshot
 
 
 class MissingRuntime(SandboxError, RuntimeError):
@@ -104,6 +105,17 @@ class SyncSandbox:
     def read_files(self, paths: Sequence[str]) -> dict[str, bytes]:
         return run_sync(self.sandbox.read_files, paths)
 
+    def snapshot(self, ttl: float | None = None) -> Snapshot:
+        return run_sync(self.sandbox.snapshot, ttl)
+
+    def fork(self, n: int) -> list[SyncSandbox]:
+        """``n`` new leases from its state (give each back with ``SyncRuntime.release``)."""
+        return [SyncSandbox(branch) for branch in run_sync(self.sandbox.fork, n)]
+
+
+async def _restored(runtime: Runtime, snapshot: Snapshot | str, timeout: float | None) -> LeasedSandbox:
+    return await (await runtime.pool()).restore(snapshot, timeout)
+
 
 class SyncRuntime:
     """A :class:`Runtime` for blocking code: ``with SyncRuntime("local", max_size=4) as rt:``
@@ -143,6 +155,22 @@ class SyncRuntime:
             yield SyncSandbox(sandbox)
         finally:
             run_sync(self.runtime.release, sandbox)
+
+    def release(self, sandbox: SyncSandbox) -> None:
+        """Give back a lease that no ``with`` block holds (a fork's branch)."""
+        run_sync(self.runtime.release, sandbox.sandbox)
+
+    @contextmanager
+    def restore(self, snapshot: Snapshot | str, timeout: float | None = None) -> Iterator[SyncSandbox]:
+        """A new lease holding a snapshot's state, for the ``with`` block."""
+        sandbox = run_sync(_restored, self.runtime, snapshot, timeout)
+        try:
+            yield SyncSandbox(sandbox)
+        finally:
+            run_sync(self.runtime.release, sandbox)
+
+    def drop_snapshot(self, snapshot: Snapshot | str) -> None:
+        run_sync(self.runtime.drop_snapshot, snapshot)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         run_sync(self.runtime.wait_ready, timeout)

@@ -94,3 +94,23 @@ def test_an_env_without_sandboxes_forks_its_state():
     assert (copies[0].remaining, copies[1].remaining, env.remaining) == (3, 4, 4)
     with pytest.raises(ValueError):
         env.fork(0)
+
+
+def test_blocking_code_forks_snapshots_and_restores_through_a_sync_runtime():
+    from gem_sandbox.sandbox.backends.local import LocalBackend
+    from gem_sandbox.sync import SyncRuntime
+
+    if LocalBackend.check():
+        pytest.skip(LocalBackend.check())
+    with SyncRuntime("local", max_size=4, min_idle=1) as runtime:
+        with runtime.lease() as sandbox:
+            sandbox.kernel_exec("word = 'kept'")
+            snapshot = sandbox.snapshot()
+            branches = sandbox.fork(2)
+        assert [b.kernel_exec("print(word)").stdout for b in branches] == ["kept\n"] * 2
+        for branch in branches:
+            runtime.release(branch)
+        with runtime.restore(snapshot) as restored:
+            assert restored.kernel_exec("print(word)").stdout == "kept\n"
+        runtime.drop_snapshot(snapshot)
+        assert runtime.statistics().leased == 0
