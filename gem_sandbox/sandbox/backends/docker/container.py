@@ -34,7 +34,10 @@ class DockerOptions:
     ipc_mode: str = "private"
     shm_mb: int = 64
     nofile: int = 4096
-    log_max_size: str | None = "1m"  # json-file cap; None turns container logs off
+    # A json-file cap; None (the default) turns container logs off: the daemon would otherwise
+    # JSON-encode every protocol byte to disk (reading 8 MB of files took 244 ms, not 54), and
+    # the host keeps the agent's log from the attach stream anyway (AttachStream.log_tail).
+    log_max_size: str | None = None
     api_timeout_s: float = 30.0  # one Docker API call
     retry_s: float = 20.0  # how long transient daemon errors are retried
 
