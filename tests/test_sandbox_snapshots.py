@@ -157,14 +157,26 @@ async def test_what_a_snapshot_cannot_carry_is_refused_and_the_parent_goes_on(po
         assert (await parent.shell("echo $KEPT")).stdout == "yes\n"
 
 
-async def test_a_fork_of_a_run_in_flight_is_refused(pool: SandboxPool):
+@pytest.mark.parametrize(
+    ("busy", "named"),
+    [
+        ("run", "still going"),
+        ("kernel_exec", "kernel 'default' is running a command"),
+        ("shell", "shell session 'default' is running a command"),
+    ],
+)
+async def test_a_fork_of_a_sandbox_mid_command_is_refused(pool: SandboxPool, busy, named):
+    code = "sleep 3" if busy == "shell" else "import time; time.sleep(3)"
     async with pool.lease() as parent:
+        if busy != "run":
+            await getattr(parent, busy)("pass" if busy == "kernel_exec" else "true")
         async with anyio.create_task_group() as tg:
-            tg.start_soon(parent.run, "import time; time.sleep(3)")
+            tg.start_soon(getattr(parent, busy), code)
             await anyio.sleep(0.5)
-            with pytest.raises(SnapshotUnsupported, match="still going"):
+            with pytest.raises(SnapshotUnsupported, match=named):
                 await parent.fork(1)
             tg.cancel_scope.cancel()
+        assert pool.statistics().leased == 1
 
 
 async def test_no_room_and_dead_parents_give_typed_errors_and_make_nothing(pool: SandboxPool):

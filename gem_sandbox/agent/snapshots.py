@@ -110,6 +110,13 @@ class Snapshots:
         return manifest
 
     def _refuse_other_processes(self, kernels, shells):
+        for kind, parts, names in (("kernel", self.kernels, kernels), ("shell session", self.shells, shells)):
+            busy = [name for name in names if parts.locks[name].locked()]
+            if busy:
+                raise Refused(
+                    "snapshot_unsupported",
+                    "%s %r is running a command: a snapshot is taken between commands" % (kind, busy[0]),
+                )
         sessions = [self.kernels.live[name] for name in kernels] + [self.shells.live[name] for name in shells]
         if len(self.tenants.in_use) > len(sessions):
             raise Refused(
