@@ -140,6 +140,7 @@ async def test_a_snapshot_restores_many_times_and_expires(pool: SandboxPool):
         ("kernel:import subprocess; child = subprocess.Popen(['sleep', '300'])", "process"),
         ("kernel:numbers = (n for n in range(3))", "generator"),
         ("shell:mkfifo /tmp/pipe", "tmp/pipe"),
+        ("kernel:from multiprocessing import shared_memory; block = shared_memory.SharedMemory(create=True, size=64)", "/dev/shm"),
     ],
 )
 async def test_what_a_snapshot_cannot_carry_is_refused_and_the_parent_goes_on(pool: SandboxPool, setup, named):

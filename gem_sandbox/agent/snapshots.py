@@ -5,7 +5,8 @@ mtimes, ``user.*`` xattrs), every kernel's namespace (pickled by ``dill`` inside
 itself: live objects, functions and classes defined in it, imported modules by reference,
 open files reopened by name) and every shell session's cwd, variables, functions, aliases and
 options. Not carried, and refused rather than left behind: any other process (a run, a
-spawned program, a shell's background job, a kernel's child), devices, fifos and sockets.
+spawned program, a shell's background job, a kernel's child), devices, fifos and sockets,
+POSIX shared memory and message queues (the scratch dirs).
 
 Trust: the kernels' and shells' state files are written by sandbox code and only ever read
 back by sandbox code, by the restored kernel or shell as its own tenant; the agent copies
@@ -60,7 +61,7 @@ class Snapshots:
         import tarfile
 
         kernels, shells = self.kernels.names(), self.shells.names()
-        self._refuse_other_processes(kernels, shells)
+        self._refuse_what_cannot_be_carried(kernels, shells)
         manifest = {"format": FORMAT, "kernels": kernels, "shells": shells}
         state = self._state_dir()
         try:
@@ -109,7 +110,13 @@ class Snapshots:
             await self.workspace.sweep([state])
         return manifest
 
-    def _refuse_other_processes(self, kernels, shells):
+    def _refuse_what_cannot_be_carried(self, kernels, shells):
+        shared = [path for path in self.workspace.leftovers() if path in self.workspace.scratch]
+        if shared:
+            raise Refused(
+                "snapshot_unsupported",
+                "%s holds shared memory or message queues, which a snapshot cannot carry" % shared[0],
+            )
         for kind, parts, names in (("kernel", self.kernels, kernels), ("shell session", self.shells, shells)):
             busy = [name for name in names if parts.locks[name].locked()]
             if busy:
