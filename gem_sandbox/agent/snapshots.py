@@ -27,6 +27,7 @@ from .tenants import snapshot as process_table
 
 MAX_SNAPSHOT_BYTES = 48 * 1024 * 1024  # the whole stream travels in one frame
 STATE_TIMEOUT = 60.0  # seconds a kernel may take to pickle or unpickle its namespace
+CLEAR_PATIENCE = 8.0  # seconds to empty the dirs before a restore, as a reset may take
 FORMAT = 1
 _SKIPPED = (".gem-home-", ".gem-snapshot-")  # the agent's own entries in the tmp dir
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -83,12 +84,17 @@ class Snapshots:
         return manifest, out.getvalue()
 
     async def restore(self, data):
-        """Make ``data`` (a stream :meth:`take` made) this sandbox's state. The sandbox must
-        be clean: a restore that fails leaves it for the host to reset or retire."""
+        """Make ``data`` (a stream :meth:`take` made) this sandbox's state, in place of its
+        files. It must have no kernel, shell or process; a restore that fails leaves it for
+        the host to reset or retire."""
         import tarfile
 
-        if self.tenants.busy() or self.kernels.names() or self.shells.names() or self.workspace.leftovers():
-            raise Refused("not_clean", "a snapshot is restored only into a clean sandbox")
+        if self.kernels.names() or self.shells.names() or self.tenants.busy():
+            raise Refused(
+                "not_clean", "a snapshot is restored only into a sandbox with no kernel, shell or process"
+            )
+        if self.workspace.leftovers():  # e.g. a new e2b sandbox's /tmp: its files give way
+            await self.workspace.clear(CLEAR_PATIENCE)
         try:
             with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
                 manifest = _manifest(tar)

@@ -513,7 +513,8 @@ class Sandbox:
         return response["manifest"], data
 
     async def load(self, data: bytes) -> None:
-        """Make this clean sandbox hold the state :meth:`capture` took."""
+        """Make this sandbox, which has no kernel, shell or process, hold the state
+        :meth:`capture` took, in place of its files."""
         await self._request({"op": "restore"}, data, wait=SNAPSHOT_TIMEOUT)
 
     async def snapshot(self, ttl: float | None = None) -> Snapshot:
