@@ -79,7 +79,7 @@ class Leases:
         self.max_ttl = max_ttl
         self.expired = 0  # leases ended by their deadline, for the metrics
         self._by_id: dict[str, Lease] = {}
-        self.snapshots: dict[str, tuple[Tenant, Snapshot]] = {}  # by id: whose, and what
+        self._snapshots: dict[str, tuple[Tenant, Snapshot]] = {}  # by id: whose, and what
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -138,20 +138,59 @@ class Leases:
             leases.append(lease)
         return leases
 
+    async def restore(self, tenant: Tenant, snapshot_id: str, ttl: float | None) -> Lease:
+        """A lease of ``tenant``'s starting from one of its snapshots."""
+        snapshot = self.snapshot(tenant, snapshot_id)
+
+        async def restore() -> list[LeasedSandbox]:
+            return [await (await self.runtime.pool()).restore(snapshot)]
+
+        [lease] = await self.adopt(tenant, 1, restore, ttl)
+        return lease
+
+    async def fork(self, tenant: Tenant, lease_id: str, n: int) -> list[Lease]:
+        """``n`` leases of ``tenant``'s, each starting from its lease's state now; 409
+        ``fork_failed`` (never a 503, which would tell the client the parent failed) when the
+        pool has no room for them."""
+        parent = self.find(tenant, lease_id)
+        room = self.runtime.config.max_size - self.runtime.statistics().leased
+        if n > room:
+            raise Problem(409, "fork_failed", f"the pool has room for {room} more sandboxes, not {n}; end some leases first")
+        async with self.using(tenant, lease_id) as sandbox:
+            try:
+                return await self.adopt(tenant, n, lambda: sandbox.fork(n), parent.ttl)
+            except Problem as exc:
+                if exc.status != 503:
+                    raise
+                raise Problem(409, "fork_failed", f"no room for {n} branches: {exc.message}") from None
+
+    async def take_snapshot(self, tenant: Tenant, lease_id: str, ttl: float | None) -> Snapshot:
+        """A snapshot of a lease's sandbox, kept for ``ttl`` seconds (capped as leases are)
+        and seen by ``tenant`` only."""
+        async with self.using(tenant, lease_id) as sandbox:
+            snapshot = await sandbox.snapshot(ttl and self.capped(ttl))
+        self.keep_snapshot(tenant, snapshot)
+        return snapshot
+
     def keep_snapshot(self, tenant: Tenant, snapshot: Snapshot) -> None:
         """Record ``tenant`` as the owner of a snapshot its pool keeps (forgetting expired ones)."""
         now = time.time()
-        for key in [k for k, (_, s) in self.snapshots.items() if s.expires <= now]:
-            del self.snapshots[key]
-        self.snapshots[snapshot.id] = (tenant, snapshot)
+        for key in [k for k, (_, s) in self._snapshots.items() if s.expires <= now]:
+            del self._snapshots[key]
+        self._snapshots[snapshot.id] = (tenant, snapshot)
 
     def snapshots_of(self, tenant: Tenant) -> list[Snapshot]:
         now = time.time()
-        return [s for owner, s in self.snapshots.values() if owner is tenant and s.expires > now]
+        return [s for owner, s in self._snapshots.values() if owner is tenant and s.expires > now]
+
+    async def drop_snapshot(self, tenant: Tenant, snapshot_id: str) -> None:
+        snapshot = self.snapshot(tenant, snapshot_id)
+        del self._snapshots[snapshot.id]
+        await (await self.runtime.pool()).drop_snapshot(snapshot)
 
     def snapshot(self, tenant: Tenant, snapshot_id: str) -> Snapshot:
         """One of ``tenant``'s snapshots (404 for another token's, as for one that never was)."""
-        owner, snapshot = self.snapshots.get(snapshot_id, (None, None))
+        owner, snapshot = self._snapshots.get(snapshot_id, (None, None))
         if owner is not tenant or snapshot is None or snapshot.expires <= time.time():
             raise not_found(f"snapshot {snapshot_id}")
         return snapshot

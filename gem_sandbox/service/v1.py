@@ -13,11 +13,10 @@ from typing import Annotated, Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from gem_sandbox.sandbox.protocols import LeasedSandbox
 from gem_sandbox.sandbox.result import ExecResult, Status
 from gem_sandbox.service.caps import Limits, Seconds
 from gem_sandbox.service.codec import decode_files, encode_files
-from gem_sandbox.service.errors import Problem, bad_request
+from gem_sandbox.service.errors import bad_request
 from gem_sandbox.service.fields import Env, Files, RelativePath
 from gem_sandbox.service.route import Route
 from gem_sandbox.service.state import Service, describe, parse, tenant_of
@@ -155,37 +154,19 @@ async def create_lease(request: web.Request) -> web.Response:
     if body.snapshot is None:
         lease = await service.leases.create(tenant, body.ttl)
     else:
-        snapshot = service.leases.snapshot(tenant, body.snapshot)
-
-        async def restore() -> list[LeasedSandbox]:
-            return [await (await service.leases.runtime.pool()).restore(snapshot)]
-
-        [lease] = await service.leases.adopt(tenant, 1, restore, body.ttl)
+        lease = await service.leases.restore(tenant, body.snapshot, body.ttl)
     return web.json_response(lease.describe(), status=201)
 
 
 async def take_snapshot(request: web.Request) -> web.Response:
-    service, body, tenant = Service.of(request), await parse(request, SnapshotBody), tenant_of(request)
-    async with service.leases.using(tenant, request.match_info["id"]) as sandbox:
-        snapshot = await sandbox.snapshot(body.ttl and service.leases.capped(body.ttl))
-    service.leases.keep_snapshot(tenant, snapshot)
+    service, body = Service.of(request), await parse(request, SnapshotBody)
+    snapshot = await service.leases.take_snapshot(tenant_of(request), request.match_info["id"], body.ttl)
     return web.json_response(snapshot.to_json(), status=201)
 
 
 async def fork(request: web.Request) -> web.Response:
-    service, body, tenant = Service.of(request), await parse(request, ForkBody), tenant_of(request)
-    parent = service.leases.find(tenant, request.match_info["id"])
-    runtime = service.leases.runtime
-    room = runtime.config.max_size - runtime.statistics().leased
-    if body.n > room:
-        raise Problem(409, "fork_failed", f"the pool has room for {room} more sandboxes, not {body.n}; end some leases first")
-    async with service.leases.using(tenant, parent.id) as sandbox:
-        try:
-            leases = await service.leases.adopt(tenant, body.n, lambda: sandbox.fork(body.n), parent.ttl)
-        except Problem as exc:  # no room: a 503 here would tell the client its parent failed
-            if exc.status != 503:
-                raise
-            raise Problem(409, "fork_failed", f"no room for {body.n} branches: {exc.message}") from None
+    service, body = Service.of(request), await parse(request, ForkBody)
+    leases = await service.leases.fork(tenant_of(request), request.match_info["id"], body.n)
     return web.json_response({"sandboxes": [lease.describe() for lease in leases]}, status=201)
 
 
@@ -195,10 +176,7 @@ async def list_snapshots(request: web.Request) -> web.Response:
 
 
 async def delete_snapshot(request: web.Request) -> web.Response:
-    leases = Service.of(request).leases
-    snapshot = leases.snapshot(tenant_of(request), request.match_info["id"])
-    del leases.snapshots[snapshot.id]
-    await (await leases.runtime.pool()).drop_snapshot(snapshot)
+    await Service.of(request).leases.drop_snapshot(tenant_of(request), request.match_info["id"])
     return web.Response(status=204)
 
 

@@ -100,7 +100,7 @@ class RayPool(HeldPool["RaySandbox"]):
         self.pools = pools
         self._address = address
         self._nodes: dict[str, Node] = {}  # node id -> its pool actor
-        self._snapshot_nodes: dict[str, Node] = {}  # snapshot id -> the node keeping it
+        self._snapshots: dict[str, tuple[Node, Snapshot]] = {}  # by id: the node keeping it, and it
         self._local_node: str | None = None
         self._looked = 0.0
         self._look_lock: anyio.Lock | None = None
@@ -194,22 +194,22 @@ class RayPool(HeldPool["RaySandbox"]):
     async def restore(self, snapshot: Snapshot | str, timeout: float | None = None) -> RaySandbox:
         """A new lease holding a snapshot taken through this pool, on the node that keeps it."""
         self._check_open()
-        node = self._snapshot_nodes.get(snapshot if isinstance(snapshot, str) else snapshot.id)
-        if node is None or isinstance(snapshot, str):
-            raise SnapshotNotFound(f"no snapshot {snapshot} was taken through this pool")
+        key = snapshot if isinstance(snapshot, str) else snapshot.id
+        if key not in self._snapshots:
+            raise SnapshotNotFound(f"no snapshot {key} was taken through this pool (or it was dropped)")
+        node, kept = self._snapshots[key]
         limit = self.config.acquire_timeout if timeout is None else timeout
         try:
-            lease, node.free = await self._ask(node, node.actor.restore.remote(snapshot, limit), limit + MARGIN)
+            lease, node.free = await self._ask(node, node.actor.restore.remote(kept, limit), limit + MARGIN)
         except NodeFault as exc:
-            raise SandboxUnavailable(f"the node keeping snapshot {snapshot.id} failed: {exc}") from None
+            raise SandboxUnavailable(f"the node keeping snapshot {key} failed: {exc}") from None
         return self._hold(RaySandbox(self, node, lease))
 
     async def drop_snapshot(self, snapshot: Snapshot | str) -> None:
         """Forget a snapshot on its node; one already gone is not an error."""
-        key = snapshot if isinstance(snapshot, str) else snapshot.id
-        node = self._snapshot_nodes.pop(key, None)
-        if node is not None and not isinstance(snapshot, str):
-            await self._ask(node, node.actor.drop_snapshot.remote(snapshot), CONTROL_TIMEOUT + MARGIN)
+        node, kept = self._snapshots.pop(snapshot if isinstance(snapshot, str) else snapshot.id, (None, None))
+        if node is not None:
+            await self._ask(node, node.actor.drop_snapshot.remote(kept), CONTROL_TIMEOUT + MARGIN)
 
     async def run(
         self,
@@ -449,7 +449,7 @@ class RaySandbox(HeldSandbox):
     async def snapshot(self, ttl: float | None = None) -> Snapshot:
         """Its state now, kept by its node's pool for ``ttl`` seconds."""
         snapshot: Snapshot = await self._control("snapshot", (ttl,), wait=SNAPSHOT_TIMEOUT + MARGIN)
-        self.pool._snapshot_nodes[snapshot.id] = self.node
+        self.pool._snapshots[snapshot.id] = (self.node, snapshot)
         return snapshot
 
     async def fork(self, n: int) -> list[RaySandbox]:
