@@ -228,3 +228,13 @@ async def test_a_snapshot_past_its_size_limit_is_refused(pool: SandboxPool):
         with pytest.raises(SnapshotUnsupported, match="limit"):
             await parent.snapshot()
         assert (await parent.shell("cat big*.bin | wc -c")).stdout == "60000000\n"
+
+
+async def test_a_branch_that_fails_to_load_makes_no_branch_and_leaves_the_parent(pool: SandboxPool):
+    trap = "class Trap:\n    def __reduce__(self):\n        return (open, ('/nonexistent/state',))\n\ntrap = Trap()"
+    async with pool.lease() as parent:
+        await parent.kernel_exec(trap)
+        with pytest.raises(ForkError, match="nonexistent"):
+            await parent.fork(2)
+        assert pool.statistics().leased == 1
+        assert (await parent.kernel_exec("print(type(trap).__name__)")).stdout == "Trap\n"
