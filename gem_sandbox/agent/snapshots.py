@@ -1,9 +1,9 @@
 """A sandbox's state as one tar stream, and that stream made live again in a clean sandbox.
 
 Carried: the work dir and the tmp dir (directories, regular files, symbolic links, modes,
-mtimes, ``user.*`` xattrs), every kernel's namespace (pickled by ``dill`` inside the kernel
-itself: live objects, functions and classes defined in it, imported modules by reference,
-open files reopened by name) and every shell session's cwd, variables, functions, aliases and
+mtimes, ``user.*`` xattrs), every kernel's namespace (pickled inside the kernel itself by
+:mod:`.kernelstate`: live objects, functions and classes defined in it, imported modules by
+reference, open files reopened by name at their position) and every shell session's cwd, variables, functions, aliases and
 options. Not carried, and refused rather than left behind: any other process (a run, a
 spawned program, a shell's background job, a kernel's child), devices, fifos and sockets,
 POSIX shared memory and message queues (the scratch dirs).
@@ -32,9 +32,9 @@ FORMAT = 1
 _SKIPPED = (".gem-home-", ".gem-snapshot-")  # the agent's own entries in the tmp dir
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
-# An expression, so the cell binds no name; open files come back at their position.
-KERNEL_DUMP = '(lambda dill: dill.dump_module(%r, refimported=True, fmode=dill.CONTENTS_FMODE))(__import__("dill"))'
-KERNEL_LOAD = '__import__("dill").load_module(%r)\nNone'  # a last value None: nothing printed
+# Run in the kernel, as expressions: the cell binds no name (see kernelstate).
+KERNEL_DUMP = '__import__(%r, fromlist=["dump"]).dump(%%r)' % (__package__ + ".kernelstate")
+KERNEL_LOAD = '__import__(%r, fromlist=["load"]).load(%%r)' % (__package__ + ".kernelstate")
 # Every variable but bash's own and the driver's (see shells.DRIVER), by a loop whose own
 # variable is the driver's kind; then functions, aliases and options. Sourced at top level.
 SHELL_DUMP = (
