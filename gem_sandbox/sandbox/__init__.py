@@ -12,16 +12,20 @@ from gem_sandbox.sandbox.errors import (
     BackendNotAvailable,
     ConfigError,
     FileTransferError,
+    ForkError,
     PoolClosed,
     SandboxCrashed,
     SandboxError,
     SandboxUnavailable,
+    SnapshotNotFound,
+    SnapshotUnsupported,
     UnsafePath,
 )
 from gem_sandbox.sandbox.limits import RunLimits
 from gem_sandbox.sandbox.pool import PoolConfig, PoolStatistics, SandboxPool
 from gem_sandbox.sandbox.protocols import LeasedSandbox, Pool
 from gem_sandbox.sandbox.result import ExecResult, Status
+from gem_sandbox.sandbox.snapshots import Snapshot
 
 __all__ = [
     "AcquireTimeout",
@@ -30,6 +34,7 @@ __all__ = [
     "ConfigError",
     "ExecResult",
     "FileTransferError",
+    "ForkError",
     "LeasedSandbox",
     "Pool",
     "PoolClosed",
@@ -43,6 +48,9 @@ __all__ = [
     "SandboxSpec",
     "SandboxState",
     "SandboxUnavailable",
+    "Snapshot",
+    "SnapshotNotFound",
+    "SnapshotUnsupported",
     "Status",
     "UnsafePath",
 ]
