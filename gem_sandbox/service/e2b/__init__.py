@@ -4,14 +4,15 @@ unmodified ``e2b`` and ``e2b-code-interpreter`` SDKs, pointed at the service wit
 
 :data:`ROUTES` is every route, each an :class:`~.wire.Endpoint` that says how it authenticates
 and how its errors look; the app mounts them when the setting is on. A module per part of
-e2b's API: :mod:`.control` (REST) and :mod:`.metrics`; :mod:`.envd` (routing by sandbox,
-paths, ``/health``); :mod:`.files`; :mod:`.filesystem`, :mod:`.process` and :mod:`.watch`
-(Connect RPCs, framed by :mod:`.connect`); :mod:`.interpreter` (``/execute`` and contexts). A
-path of e2b's APIs this endpoint does not serve answers in e2b's shapes too
-(:func:`~.wire.render_for`, :func:`~.wire.unserved`).
+e2b's API: :mod:`.control` (REST), :mod:`.snapshots` (pause, snapshots and fork, kept by
+:mod:`.kept`) and :mod:`.metrics`; :mod:`.envd` (routing by sandbox, paths, ``/health``);
+:mod:`.files`; :mod:`.filesystem`, :mod:`.process` and :mod:`.watch` (Connect RPCs, framed
+by :mod:`.connect`); :mod:`.interpreter` (``/execute`` and contexts). A path of e2b's APIs
+this endpoint does not serve answers in e2b's shapes too (:func:`~.wire.render_for`,
+:func:`~.wire.unserved`).
 """
 
-from gem_sandbox.service.e2b import control, envd, files, filesystem, interpreter, metrics, process, watch
+from gem_sandbox.service.e2b import control, envd, files, filesystem, interpreter, metrics, process, snapshots, watch
 from gem_sandbox.service.e2b.wire import Endpoint, render_for, unserved
 
 ROUTES: tuple[Endpoint, ...] = (
@@ -22,6 +23,7 @@ ROUTES: tuple[Endpoint, ...] = (
     *interpreter.ROUTES,
     *metrics.ROUTES,
     *process.ROUTES,
+    *snapshots.ROUTES,
     *watch.ROUTES,
 )
 

@@ -5,7 +5,9 @@
 An e2b sandbox is a lease of the key's token that does not renew: it ends at its absolute
 deadline (create's ``timeout``, 300 s by default, capped at ``max_lease_ttl``; ``set_timeout``
 moves it to now + t), whatever requests it serves. e2b's template names get the pool's image,
-an operator's templates their own (:mod:`.templates`), and an unknown name is 404.
+an operator's templates their own (:mod:`.templates`), the key's snapshots their state
+(:mod:`.snapshots`), and an unknown name is 404. A paused sandbox holds no lease: it is
+listed, inspected and killed from its record, and ``connect`` resumes it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from gem_sandbox.service.access import Tenant
+from gem_sandbox.service.e2b.kept import Saved, copied, drop, find_snapshot, kept, paused, paused_of, restore, resume
 from gem_sandbox.service.e2b.state import E2bSandbox
 from gem_sandbox.service.e2b.wire import Endpoint, Handler, plain_error
 from gem_sandbox.service.errors import Problem, bad_request, not_found
@@ -35,11 +38,11 @@ PAGE = 100  # sandboxes a list answers when it names no limit
 API_KEY_HEADER = "X-API-KEY"
 
 
-class _Body(BaseModel):
+class Body(BaseModel):
     model_config = ConfigDict(extra="ignore")  # the SDK sends options we do not act on
 
 
-class CreateBody(_Body):
+class CreateBody(Body):
     template: str = Field("base", alias="templateID")
     timeout: int | None = Field(None, ge=1)
     metadata: dict[str, str] = {}
@@ -47,11 +50,11 @@ class CreateBody(_Body):
     auto_pause: bool = Field(False, alias="autoPause")
 
 
-class TimeoutBody(_Body):
+class TimeoutBody(Body):
     timeout: int = Field(ge=1)
 
 
-class ConnectBody(_Body):
+class ConnectBody(Body):
     timeout: int | None = Field(None, ge=1)
 
 
@@ -66,49 +69,65 @@ def api_tenant(request: web.Request, service: Service) -> Tenant:
 async def create(request: web.Request) -> web.Response:
     service, body = Service.of(request), await parse(request, CreateBody)
     if body.auto_pause:
-        raise bad_request("sandboxes cannot be paused here: create without auto_pause")
+        raise bad_request("sandboxes are not paused on timeout here: create without auto_pause, and pause them yourself")
+    timeout = body.timeout or DEFAULT_TIMEOUT
+    snapshot = find_snapshot(service, request[TENANT], body.template)
+    if snapshot is not None:  # e2b's snapshots are templates
+        state = copied(snapshot.state)
+        state.template, state.metadata, state.env = body.template, body.metadata, {**state.env, **body.env}
+        lease = await restore(service, snapshot, timeout, state)
+        return web.json_response(sandbox_json(lease), status=201)
     runtime, built = await service.templates.runtime_for(body.template)
-    lease = await service.leases.create(request[TENANT], body.timeout or DEFAULT_TIMEOUT, renews=False, runtime=runtime)
+    lease = await service.leases.create(request[TENANT], timeout, renews=False, runtime=runtime)
     if built:  # the template's own home dir, into the sandbox's (Docker's, so docker is installed)
         from gem_sandbox.sandbox.backends.docker.templates import COPY_HOME
 
-        copied = await lease.sandbox.run(COPY_HOME, "bash", timeout=COPY_TIMEOUT)
-        if not copied.ok:
+        copied_home = await lease.sandbox.run(COPY_HOME, "bash", timeout=COPY_TIMEOUT)
+        if not copied_home.ok:
             await service.leases.delete(request[TENANT], lease.id)
-            raise Problem(503, "unavailable", f"template {body.template}: its home dir could not be copied in: {copied.stderr[-300:]}")
+            raise Problem(503, "unavailable", f"template {body.template}: its home dir could not be copied in: {copied_home.stderr[-300:]}")
     lease.e2b = E2bSandbox(body.template, secrets.token_urlsafe(24), body.metadata, body.env)
-    return web.json_response(_sandbox(lease), status=201)
+    return web.json_response(sandbox_json(lease), status=201)
 
 
 async def list_sandboxes(request: web.Request) -> web.Response:
-    service, query = Service.of(request), request.query
+    service, query, tenant = Service.of(request), request.query, request[TENANT]
     wanted = _metadata_filter(query.get("metadata", ""))
     states = set(query.get("state", "running").split(","))
     after = _instant(query["startedAfter"]) if "startedAfter" in query else -math.inf
-    leases = [
-        lease
-        for lease in _e2b_leases(service, request[TENANT])
-        if "running" in states
-        and wanted.items() <= _e2b(lease).metadata.items()
-        and query.get("template", _e2b(lease).template) == _e2b(lease).template
-        and lease.started > after
+    found = [
+        *((lease.started, _e2b(lease), _listed(service, lease)) for lease in _e2b_leases(service, tenant) if "running" in states),
+        *((saved.started, saved.state, _listed_paused(service, saved)) for saved in paused_of(service, tenant) if "paused" in states),
     ]
-    leases.sort(key=lambda lease: lease.started, reverse=query.get("order", "desc") != "asc")  # newest first
-    start, limit = _count(query.get("nextToken", "0"), "nextToken"), _count(query.get("limit", str(PAGE)), "limit")
-    page = leases[start : start + limit]
-    more = start + limit < len(leases)
-    headers = {"x-next-token": str(start + limit)} if more else {}
-    return web.json_response([_listed(service, lease) for lease in page], headers=headers)
+    listed = [
+        (started, answer)
+        for started, state, answer in found
+        if wanted.items() <= state.metadata.items() and query.get("template", state.template) == state.template and started > after
+    ]
+    listed.sort(key=lambda item: item[0], reverse=query.get("order", "desc") != "asc")  # newest first
+    start, limit = count_param(query.get("nextToken", "0"), "nextToken"), count_param(query.get("limit", str(PAGE)), "limit")
+    page = [answer for _, answer in listed[start : start + limit]]
+    headers = {"x-next-token": str(start + limit)} if start + limit < len(listed) else {}
+    return web.json_response(page, headers=headers)
 
 
 async def get_info(request: web.Request) -> web.Response:
     service = Service.of(request)
+    saved = paused(service, request[TENANT], request.match_info["id"])
+    if saved is not None:
+        return web.json_response(dict(_listed_paused(service, saved), envdAccessToken=saved.state.access_token, domain=None))
     lease = e2b_lease(request)
     return web.json_response(dict(_listed(service, lease), envdAccessToken=_e2b(lease).access_token, domain=None))
 
 
 async def kill(request: web.Request) -> web.Response:
-    await Service.of(request).leases.delete(request[TENANT], e2b_lease(request).id)
+    service = Service.of(request)
+    saved = paused(service, request[TENANT], request.match_info["id"])
+    if saved is not None:
+        del kept(service).paused[saved.sandbox_id]
+        await drop(service, saved)
+        return web.Response(status=204)
+    await service.leases.delete(request[TENANT], e2b_lease(request).id)
     return web.Response(status=204)
 
 
@@ -119,15 +138,19 @@ async def set_timeout(request: web.Request) -> web.Response:
 
 
 async def connect(request: web.Request) -> web.Response:
-    """Running sandboxes are all there is here: connecting only extends a timeout, and only
-    when the new one ends later."""
+    """A paused sandbox resumes (a new lease, under its id); a running one only has its
+    timeout extended, and only when the new one ends later."""
     service, body = Service.of(request), await parse(request, ConnectBody)
+    saved = paused(service, request[TENANT], request.match_info["id"])
+    if saved is not None:
+        lease = await resume(service, saved, service.leases.capped(body.timeout or DEFAULT_TIMEOUT))
+        return web.json_response(sandbox_json(lease), status=201)
     lease = e2b_lease(request)
     if body.timeout is not None:
         seconds = service.leases.capped(body.timeout)
         if time.monotonic() + seconds > lease.deadline:
             lease.expire_in(seconds)
-    return web.json_response(_sandbox(lease))
+    return web.json_response(sandbox_json(lease))
 
 
 def _e2b_leases(service: Service, tenant: Tenant) -> list[Lease]:
@@ -148,7 +171,7 @@ def _e2b(lease: Lease) -> E2bSandbox:
     return lease.e2b
 
 
-def _sandbox(lease: Lease) -> dict[str, Any]:
+def sandbox_json(lease: Lease) -> dict[str, Any]:
     """e2b's ``Sandbox``: what create and connect answer."""
     state = _e2b(lease)
     return {
@@ -165,19 +188,28 @@ def _sandbox(lease: Lease) -> dict[str, Any]:
 
 def _listed(service: Service, lease: Lease) -> dict[str, Any]:
     """e2b's ``ListedSandbox``."""
-    spec, state = service.runtime.config.spec, _e2b(lease)
     ends = time.time() + max(0.0, lease.deadline - time.monotonic())
+    return _listed_as(service, lease.id, _e2b(lease), lease.started, ends, "running")
+
+
+def _listed_paused(service: Service, saved: Saved) -> dict[str, Any]:
+    """A paused sandbox's ``ListedSandbox``: it ends when its snapshot expires."""
+    return _listed_as(service, saved.sandbox_id, saved.state, saved.started, saved.snapshot.expires, "paused")
+
+
+def _listed_as(service: Service, sandbox_id: str, state: E2bSandbox, started: float, ends: float, status: str) -> dict[str, Any]:
+    spec = service.runtime.config.spec
     return {
         "templateID": state.template,
         "alias": state.template,
-        "sandboxID": lease.id,
+        "sandboxID": sandbox_id,
         "clientID": CLIENT_ID,
-        "startedAt": _timestamp(lease.started),
+        "startedAt": _timestamp(started),
         "endAt": _timestamp(ends),
         "cpuCount": max(1, math.ceil(spec.cpus)),
         "memoryMB": spec.memory_mb,
         "diskSizeMB": spec.workdir_mb,
-        "state": "running",
+        "state": status,
         "envdVersion": ENVD_VERSION,
         "metadata": state.metadata,
     }
@@ -188,7 +220,7 @@ def _metadata_filter(raw: str) -> dict[str, str]:
     return {unquote(key): unquote(value) for key, value in parse_qsl(raw)}
 
 
-def _count(raw: str, name: str) -> int:
+def count_param(raw: str, name: str) -> int:
     try:
         value = int(raw)
     except ValueError:
@@ -211,15 +243,15 @@ def _timestamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _route(method: str, path: str, handler: Handler) -> Endpoint:
+def route(method: str, path: str, handler: Handler) -> Endpoint:
     return Endpoint(method, path, handler, api_tenant, plain_error)
 
 
 ROUTES = (
-    _route("POST", "/v2/sandboxes", create),
-    _route("GET", "/v2/sandboxes", list_sandboxes),
-    _route("GET", "/sandboxes/{id}", get_info),
-    _route("DELETE", "/sandboxes/{id}", kill),
-    _route("POST", "/sandboxes/{id}/timeout", set_timeout),
-    _route("POST", "/v2/sandboxes/{id}/connect", connect),
+    route("POST", "/v2/sandboxes", create),
+    route("GET", "/v2/sandboxes", list_sandboxes),
+    route("GET", "/sandboxes/{id}", get_info),
+    route("DELETE", "/sandboxes/{id}", kill),
+    route("POST", "/sandboxes/{id}/timeout", set_timeout),
+    route("POST", "/v2/sandboxes/{id}/connect", connect),
 )

@@ -110,7 +110,7 @@ def render_for(path: str) -> Render | None:
 
 def unserved(path: str, enabled: bool) -> Problem:
     """The answer for a path of e2b's APIs that has no route here: 501 for what the
-    e2b-compatible endpoint does not serve (pause, snapshots, templates, volumes...), 404
+    e2b-compatible endpoint does not serve (template builds, volumes, secrets...), 404
     while the endpoint is off."""
     if not enabled:
         return Problem(404, "not_found", f"{path}: the e2b-compatible endpoint is off; start the service with --e2b-compatible")
