@@ -79,14 +79,19 @@ async def fork(request: web.Request) -> web.Response:
     if lease.e2b.commands:
         raise Problem(400, "snapshot_unsupported", "the sandbox has running commands, which a fork cannot carry; kill them first")
     async with service.leases.using(tenant, lease.id) as sandbox:
-        branches = await service.leases.adopt(
-            tenant,
-            body.count,
-            lambda: sandbox.fork(body.count),
-            body.timeout or DEFAULT_TIMEOUT,
-            renews=False,
-            runtime=lease.runtime,
-        )
+        try:
+            branches = await service.leases.adopt(
+                tenant,
+                body.count,
+                lambda: sandbox.fork(body.count),
+                body.timeout or DEFAULT_TIMEOUT,
+                renews=False,
+                runtime=lease.runtime,
+            )
+        except Problem as exc:  # a 503 would say the parent is unavailable
+            if exc.status != 503:
+                raise
+            raise Problem(409, "fork_failed", f"no room for {body.count} forks: {exc.message}") from None
     for branch in branches:
         branch.e2b = copied(lease.e2b)
     return web.json_response([{"sandbox": sandbox_json(branch)} for branch in branches], status=201)
