@@ -107,10 +107,12 @@ class Leases:
         *,
         renews: bool = True,
         runtime: Runtime | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[Lease]:
         """Leases of ``tenant`` for the ``n`` sandboxes ``make`` gives (a new one, a
         restore, a fork's branches), each counted against its ``max_leases`` (429) and
-        holding a whole sandbox's share of the capacity (503 when it does not come free)."""
+        holding a whole sandbox's share of the capacity (503 when it does not come free).
+        ``ids`` names them (a resumed e2b sandbox keeps its id); by default each gets a new one."""
         if tenant.leases + n > tenant.policy.max_leases:
             raise Problem(
                 429,
@@ -131,8 +133,9 @@ class Leases:
                 ticket.release()
             raise
         leases = []
-        for sandbox, ticket in zip(sandboxes, tickets):
-            lease = Lease("sb-" + secrets.token_urlsafe(12), tenant, sandbox, self.capped(ttl or self.default_ttl), renews)
+        for index, (sandbox, ticket) in enumerate(zip(sandboxes, tickets)):
+            lease_id = ids[index] if ids is not None else "sb-" + secrets.token_urlsafe(12)
+            lease = Lease(lease_id, tenant, sandbox, self.capped(ttl or self.default_ttl), renews)
             lease.ticket, lease.runtime = ticket, runtime
             self._by_id[lease.id] = lease
             leases.append(lease)

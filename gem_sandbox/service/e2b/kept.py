@@ -74,14 +74,17 @@ async def snapshot_of(lease: Lease, ttl: float) -> Snapshot:
         raise Problem(400, "snapshot_unsupported", f"{exc}; end it first") from None
 
 
-async def restore(service: Service, saved: Saved, timeout: float, state: E2bSandbox) -> Lease:
-    """A new e2b lease of the snapshot's token, holding its state."""
+async def restore(
+    service: Service, saved: Saved, timeout: float, state: E2bSandbox, lease_id: str | None = None
+) -> Lease:
+    """A new e2b lease of the snapshot's token, holding its state (named ``lease_id``, if given)."""
     runtime = saved.runtime or service.runtime
 
     async def make() -> list[LeasedSandbox]:
         return [await (await runtime.pool()).restore(saved.snapshot)]
 
-    [lease] = await service.leases.adopt(saved.tenant, 1, make, timeout, renews=False, runtime=saved.runtime)
+    ids = None if lease_id is None else [lease_id]
+    [lease] = await service.leases.adopt(saved.tenant, 1, make, timeout, renews=False, runtime=saved.runtime, ids=ids)
     lease.e2b = state
     return lease
 
@@ -108,28 +111,17 @@ def paused(service: Service, tenant: Tenant, sandbox_id: str) -> Saved | None:
     return saved if saved is not None and saved.tenant is tenant else None
 
 
-def take_over(service: Service, lease: Lease, sandbox_id: str) -> None:
-    """Give a restored lease a paused sandbox's id (e2b resumes a sandbox under its own id).
-    Leases has no way to name a lease, so its table is reached into here."""
-    table = service.leases._by_id  # noqa: SLF001
-    del table[lease.id]
-    lease.id = sandbox_id
-    table[sandbox_id] = lease
-
-
-
-
 async def resume(service: Service, saved: Saved, timeout: float) -> Lease:
     """A paused sandbox running again under its own id and access token (the SDK's object
     for it keeps both); its snapshot is dropped once restored."""
     records = kept(service).paused
     del records[saved.sandbox_id]  # a connect meanwhile finds it no longer paused
     try:
-        lease = await restore(service, saved, timeout, copied(saved.state, saved.state.access_token))
+        state = copied(saved.state, saved.state.access_token)
+        lease = await restore(service, saved, timeout, state, saved.sandbox_id)
     except BaseException:
         records[saved.sandbox_id] = saved
         raise
-    take_over(service, lease, saved.sandbox_id)
     lease.started = saved.started
     await drop(service, saved)
     return lease
