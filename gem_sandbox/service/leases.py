@@ -151,17 +151,22 @@ class Leases:
         [lease] = await self.adopt(tenant, 1, restore, ttl)
         return lease
 
-    async def fork(self, tenant: Tenant, lease_id: str, n: int) -> list[Lease]:
-        """``n`` leases of ``tenant``'s, each starting from its lease's state now; 409
-        ``fork_failed`` (never a 503, which would tell the client the parent failed) when the
-        pool has no room for them."""
+    async def fork(
+        self, tenant: Tenant, lease_id: str, n: int, *, ttl: float | None = None, renews: bool = True
+    ) -> list[Lease]:
+        """``n`` leases of ``tenant``'s, each starting from its lease's state now (from the
+        same runtime; ``ttl``: the parent's by default); 409 ``fork_failed`` (never a 503,
+        which would tell the client the parent failed) when there is no room for them."""
         parent = self.find(tenant, lease_id)
-        room = self.runtime.config.max_size - self.runtime.statistics().leased
+        runtime = parent.runtime or self.runtime
+        room = runtime.config.max_size - runtime.statistics().leased
         if n > room:
             raise Problem(409, "fork_failed", f"the pool has room for {room} more sandboxes, not {n}; end some leases first")
         async with self.using(tenant, lease_id) as sandbox:
             try:
-                return await self.adopt(tenant, n, lambda: sandbox.fork(n), parent.ttl)
+                return await self.adopt(
+                    tenant, n, lambda: sandbox.fork(n), ttl or parent.ttl, renews=renews, runtime=parent.runtime
+                )
             except Problem as exc:
                 if exc.status != 503:
                     raise

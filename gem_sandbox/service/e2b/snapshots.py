@@ -78,20 +78,8 @@ async def fork(request: web.Request) -> web.Response:
     assert lease.e2b is not None  # e2b_lease finds only e2b sandboxes
     if lease.e2b.commands:
         raise Problem(400, "snapshot_unsupported", "the sandbox has running commands, which a fork cannot carry; kill them first")
-    async with service.leases.using(tenant, lease.id) as sandbox:
-        try:
-            branches = await service.leases.adopt(
-                tenant,
-                body.count,
-                lambda: sandbox.fork(body.count),
-                body.timeout or DEFAULT_TIMEOUT,
-                renews=False,
-                runtime=lease.runtime,
-            )
-        except Problem as exc:  # a 503 would say the parent is unavailable
-            if exc.status != 503:
-                raise
-            raise Problem(409, "fork_failed", f"no room for {body.count} forks: {exc.message}") from None
+    timeout = body.timeout or DEFAULT_TIMEOUT
+    branches = await service.leases.fork(tenant, lease.id, body.count, ttl=timeout, renews=False)
     for branch in branches:
         branch.e2b = copied(lease.e2b)
     return web.json_response([{"sandbox": sandbox_json(branch)} for branch in branches], status=201)
