@@ -282,10 +282,18 @@ class SandboxPool:
         return await forks.load_into_leases(self, data, n, self._room())
 
     async def restore(self, snapshot: Snapshot | str, timeout: float | None = None) -> Sandbox:
-        """A new lease holding a snapshot's state (release it as any lease)."""
+        """A new lease holding a snapshot's state (release it as any lease). Raises what
+        leasing raises (``AcquireTimeout``...), or what loading the state does."""
         self._check_open()
         data = self.snapshots.state(snapshot)
-        return (await forks.load_into_leases(self, data, 1, self._room(), timeout))[0]
+        sandbox = await self.acquire(timeout)
+        try:
+            await sandbox.load(data)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.release(sandbox)
+            raise
+        return sandbox
 
     async def drop_snapshot(self, snapshot: Snapshot | str) -> None:
         """Forget a snapshot; one already gone is not an error."""
